@@ -1,0 +1,12 @@
+// Package activity is what an activity author needs: the attempt's identity
+// (IdempotencyKey, Attempt), its checkpoint from earlier attempts
+// (HeartbeatDetails), a way to keep the lease and save progress
+// (RecordHeartbeat), and typed errors that decide whether a failure is retried
+// (NewError, NewNonRetryable).
+//
+// It also holds the pure retry arithmetic the daemon applies, Backoff and
+// Jitter, so that a policy can be checked without running anything:
+//
+//	d_n   = min(initial * backoff^(n-1), max_interval)   the backoff after attempt n failed
+//	delay = u * d_n, u uniform in [0, 1)                  full jitter
+package activity

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Options configure an Engine. Zero fields take the defaults named on them.
+type Options struct {
+	// Clock is the source of time; default SystemClock.
+	Clock Clock
+	// Seed seeds the generator of the jitter draws; 0 means a seed from the
+	// clock.
+	Seed int64
+	// Jitter replaces the full-jitter step (delay = U * d). Tests set it to
+	// the identity to see the plain backoff.
+	Jitter func(d time.Duration) time.Duration
+	// DLQAfterAttempts is the max_attempts of a policy that leaves it 0;
+	// default 5.
+	DLQAfterAttempts int
+	// PollTimeout bounds a long poll; default 20 s.
+	PollTimeout time.Duration
+	// WorkflowTaskTimeout is the lease of a workflow task; default 10 s.
+	WorkflowTaskTimeout time.Duration
+	// DefaultStartToClose is used for an activity scheduled without any
+	// timeout; default 10 min.
+	DefaultStartToClose time.Duration
+	// MaxAttemptRecords bounds the attempt trail kept per activity; default 100.
+	MaxAttemptRecords int
+	// Logger receives the engine's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = SystemClock{}
+	}
+	if o.DLQAfterAttempts <= 0 {
+		o.DLQAfterAttempts = 5
+	}
+	if o.PollTimeout <= 0 {
+		o.PollTimeout = 20 * time.Second
+	}
+	if o.WorkflowTaskTimeout <= 0 {
+		o.WorkflowTaskTimeout = 10 * time.Second
+	}
+	if o.DefaultStartToClose <= 0 {
+		o.DefaultStartToClose = 10 * time.Minute
+	}
+	if o.MaxAttemptRecords <= 0 {
+		o.MaxAttemptRecords = 100
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}

@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// Store keeps the engine's state. Every state transition of the engine is one
+// Update; the store derives the index entries of a record (queue entry,
+// timers, dead-letter entry) from the record itself with QueueEntryOf and
+// TimersOf, so a record and its indexes always change together.
+type Store interface {
+	// Update runs fn in one read-write transaction and commits it when fn
+	// returns nil. A committed transaction is visible to later ones but is
+	// durable only after a Sync that starts after it committed.
+	Update(fn func(Tx) error) error
+	// View runs fn in a read-only transaction.
+	View(fn func(Tx) error) error
+	// Sync returns once every transaction committed before the call is on
+	// disk. Callers that arrive while a sync runs share the next one (group
+	// commit).
+	Sync() error
+	// Close flushes and closes the store.
+	Close() error
+}
+
+// Tx is one transaction. Getters return ErrNotFound for a missing record.
+// Records passed to Put are owned by the store until the transaction ends;
+// callers must not change them afterwards.
+type Tx interface {
+	GetWorkflow(id string) (*durablev1.WorkflowRecord, error)
+	// PutWorkflow writes the record and replaces its queue entry and timers.
+	PutWorkflow(w *durablev1.WorkflowRecord) error
+	// ListWorkflows returns up to limit workflows with ids after the given one,
+	// in id order.
+	ListWorkflows(after string, limit int) ([]*durablev1.WorkflowRecord, error)
+
+	// AppendEvents stores events under their event ids.
+	AppendEvents(workflowID string, events []*durablev1.HistoryEvent) error
+	// History returns a workflow's events in order.
+	History(workflowID string) ([]*durablev1.HistoryEvent, error)
+
+	GetActivity(workflowID, activityID string) (*durablev1.ActivityRecord, error)
+	// PutActivity writes the record and replaces its queue entry, timers and
+	// dead-letter entry.
+	PutActivity(a *durablev1.ActivityRecord) error
+	// DeleteActivity removes the record and all its index entries.
+	DeleteActivity(workflowID, activityID string) error
+	// Activities returns every activity record of one workflow.
+	Activities(workflowID string) ([]*durablev1.ActivityRecord, error)
+	// ScanActivities calls fn for every activity record until fn returns false.
+	ScanActivities(fn func(*durablev1.ActivityRecord) bool) error
+
+	GetTimer(workflowID, timerID string) (*durablev1.TimerRecord, error)
+	PutTimer(t *durablev1.TimerRecord) error
+	DeleteTimer(workflowID, timerID string) error
+
+	// Queued returns up to limit entries of one queue, earliest due first
+	// (then lowest Seq).
+	Queued(kind TaskKind, queue string, limit int) ([]QueueEntry, error)
+	// DueTimers returns up to limit timers, earliest first.
+	DueTimers(limit int) ([]Timer, error)
+	// DeadLetters calls fn for each dead-lettered activity, oldest first,
+	// starting after the given cursor (nil: from the start), until fn returns
+	// false. It returns the cursor of the last record passed to fn.
+	DeadLetters(after []byte, fn func(*durablev1.ActivityRecord) bool) (last []byte, err error)
+
+	GetLatency(activityType string) (*durablev1.LatencyRecord, error)
+	PutLatency(l *durablev1.LatencyRecord) error
+	ListLatency() ([]*durablev1.LatencyRecord, error)
+
+	// Counter and SetCounter keep the engine's id sequence (queue sequence
+	// numbers and lease ids), which must grow across restarts.
+	Counter() (int64, error)
+	SetCounter(n int64) error
+}
+
+// TaskKind tells workflow tasks from activity tasks in a queue.
+type TaskKind uint8
+
+const (
+	// WorkflowTask is a workflow's decision task.
+	WorkflowTask TaskKind = 1
+	// ActivityTask is one attempt of an activity.
+	ActivityTask TaskKind = 2
+)
+
+// QueueEntry is a task waiting in a task queue, pollable from Due on.
+type QueueEntry struct {
+	Kind       TaskKind
+	Queue      string
+	Due        time.Time
+	Seq        int64
+	WorkflowID string
+	// ActivityID is empty for a workflow task.
+	ActivityID string
+}
+
+// TimerKind names what happens when a timer comes due.
+type TimerKind uint8
+
+const (
+	// ActivityLeaseTimer ends an attempt's lease (start-to-close or heartbeat).
+	ActivityLeaseTimer TimerKind = 1
+	// ScheduleToStartTimer dead-letters an attempt no worker picked up.
+	ScheduleToStartTimer TimerKind = 2
+	// ScheduleToCloseTimer dead-letters an activity whose budget ran out.
+	ScheduleToCloseTimer TimerKind = 3
+	// WorkflowTaskLeaseTimer ends a workflow task's lease.
+	WorkflowTaskLeaseTimer TimerKind = 4
+	// UserTimer fires a workflow timer.
+	UserTimer TimerKind = 5
+)
+
+// Timer is an entry of the due-time-ordered timer index.
+type Timer struct {
+	Due        time.Time
+	Kind       TimerKind
+	WorkflowID string
+	// ID is the activity id or timer id; empty for a workflow task lease.
+	ID string
+}
+
+// QueueEntryOf returns the queue entry an activity record implies: one while it
+// is scheduled or retrying, none otherwise.
+func QueueEntryOf(a *durablev1.ActivityRecord) (QueueEntry, bool) {
+	in := a.GetInfo()
+	switch in.GetState() {
+	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
+		return QueueEntry{
+			Kind: ActivityTask, Queue: in.GetTaskQueue(), Due: in.GetNextAttemptTime().AsTime(),
+			Seq: a.GetSeq(), WorkflowID: in.GetWorkflowId(), ActivityID: in.GetActivityId(),
+		}, true
+	}
+	return QueueEntry{}, false
+}
+
+// WorkflowQueueEntryOf returns the queue entry of a workflow's scheduled task.
+func WorkflowQueueEntryOf(w *durablev1.WorkflowRecord) (QueueEntry, bool) {
+	if w.GetWtState() != durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_SCHEDULED {
+		return QueueEntry{}, false
+	}
+	return QueueEntry{
+		Kind: WorkflowTask, Queue: w.GetInfo().GetTaskQueue(), Due: w.GetWtDue().AsTime(),
+		Seq: w.GetWtSeq(), WorkflowID: w.GetInfo().GetWorkflowId(),
+	}, true
+}
+
+// TimersOf returns the timers an activity record implies.
+func TimersOf(a *durablev1.ActivityRecord) []Timer {
+	in := a.GetInfo()
+	wf, id := in.GetWorkflowId(), in.GetActivityId()
+	var ts []Timer
+	switch in.GetState() {
+	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
+		ts = append(ts, Timer{Due: in.GetLeaseDeadline().AsTime(), Kind: ActivityLeaseTimer, WorkflowID: wf, ID: id})
+	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
+		if sts := in.GetOptions().GetScheduleToStartTimeout(); sts != nil && sts.AsDuration() > 0 {
+			due := in.GetNextAttemptTime().AsTime().Add(sts.AsDuration())
+			ts = append(ts, Timer{Due: due, Kind: ScheduleToStartTimer, WorkflowID: wf, ID: id})
+		}
+	}
+	if in.GetState() != durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED && in.GetExpirationTime() != nil {
+		ts = append(ts, Timer{Due: in.GetExpirationTime().AsTime(), Kind: ScheduleToCloseTimer, WorkflowID: wf, ID: id})
+	}
+	return ts
+}
+
+// WorkflowTimersOf returns the timers a workflow record implies.
+func WorkflowTimersOf(w *durablev1.WorkflowRecord) []Timer {
+	if w.GetWtState() != durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_STARTED {
+		return nil
+	}
+	return []Timer{{Due: w.GetWtDeadline().AsTime(), Kind: WorkflowTaskLeaseTimer, WorkflowID: w.GetInfo().GetWorkflowId()}}
+}
+
+// UserTimerOf returns the timer index entry of a workflow timer.
+func UserTimerOf(t *durablev1.TimerRecord) Timer {
+	return Timer{Due: t.GetFireTime().AsTime(), Kind: UserTimer, WorkflowID: t.GetWorkflowId(), ID: t.GetTimerId()}
+}
+
+// IsDeadLetter reports whether an activity record belongs in the dead-letter
+// index, keyed by its dead-lettered time.
+func IsDeadLetter(a *durablev1.ActivityRecord) bool {
+	return a.GetInfo().GetState() == durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED
+}

@@ -1,0 +1,135 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// DefaultAddr is where durabled listens unless told otherwise.
+const DefaultAddr = "127.0.0.1:7345"
+
+// dialWait bounds how long Dial waits for the daemon when ctx has no deadline.
+const dialWait = 5 * time.Second
+
+// ErrUnreachable is wrapped by the error Dial returns when no connection to
+// the daemon could be made; callers check it with errors.Is (wf exits 3 on it).
+var ErrUnreachable = errors.New("durable daemon unreachable")
+
+// Option configures Dial.
+type Option func(*options)
+
+type options struct {
+	converter DataConverter
+	dialOpts  []grpc.DialOption
+	identity  string
+}
+
+// WithConverter replaces the JSON payload converter.
+func WithConverter(dc DataConverter) Option {
+	return func(o *options) { o.converter = dc }
+}
+
+// WithDialOptions adds gRPC dial options, for example TLS credentials, which
+// replace the default insecure transport.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+}
+
+// WithIdentity names this process in history and describe output; default
+// "host:pid".
+func WithIdentity(id string) Option {
+	return func(o *options) { o.identity = id }
+}
+
+// Client is a connection to one daemon. It is safe for concurrent use; share
+// one per process.
+type Client struct {
+	conn      *grpc.ClientConn
+	svc       durablev1.DurableClient
+	converter DataConverter
+	identity  string
+}
+
+// Dial connects to the daemon at addr (host:port) and waits until the
+// connection is up. It fails fast, with an error wrapping ErrUnreachable, if
+// the daemon refuses the connection or ctx ends first; without a ctx deadline
+// it waits at most 5 s.
+func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
+	o := options{converter: JSON}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.identity == "" {
+		o.identity = DefaultIdentity()
+	}
+	dialOpts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, o.dialOpts...)
+	conn, err := grpc.NewClient(addr, dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, dialWait)
+		defer cancel()
+	}
+	if err := waitReady(ctx, conn); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, addr, err)
+	}
+	return &Client{
+		conn:      conn,
+		svc:       durablev1.NewDurableClient(conn),
+		converter: o.converter,
+		identity:  o.identity,
+	}, nil
+}
+
+// waitReady connects and returns once the connection is ready, or an error
+// at the first transient failure (a refused connection) or when ctx ends.
+func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure:
+			return errors.New("connection failed")
+		case connectivity.Shutdown:
+			return errors.New("connection shut down")
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return ctx.Err()
+		}
+	}
+}
+
+// DefaultIdentity returns "host:pid", the identity used when none is given.
+func DefaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}
+
+// Close closes the connection. Calls in flight fail with Canceled.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Service returns the raw gRPC stub, for calls this package does not wrap.
+func (c *Client) Service() durablev1.DurableClient { return c.svc }
+
+// Converter returns the payload converter; workers use the client's.
+func (c *Client) Converter() DataConverter { return c.converter }
+
+// Identity returns the identity this client reports to the daemon.
+func (c *Client) Identity() string { return c.identity }

@@ -1,0 +1,118 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"github.com/tinyllm/durable/activity"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// DefaultTaskQueue is the queue used when StartOptions leaves it empty.
+const DefaultTaskQueue = "default"
+
+// StartOptions say which workflow execution to create.
+type StartOptions struct {
+	// ID names the execution; empty means a random id. Starting an id that
+	// exists is an error, which makes a start with a chosen id idempotent.
+	ID string
+	// TaskQueue is the queue whose workers run the workflow; empty means
+	// DefaultTaskQueue.
+	TaskQueue string
+}
+
+// Start creates a workflow execution of workflowType with input encoded by the
+// client's converter, and returns a handle to wait on it.
+func (c *Client) Start(ctx context.Context, workflowType string, input any, opts StartOptions) (*Run, error) {
+	if opts.ID == "" {
+		opts.ID = rand.Text()
+	}
+	if opts.TaskQueue == "" {
+		opts.TaskQueue = DefaultTaskQueue
+	}
+	payload, err := c.converter.ToPayload(input)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", workflowType, err)
+	}
+	resp, err := c.svc.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{
+		WorkflowId:   opts.ID,
+		WorkflowType: workflowType,
+		TaskQueue:    opts.TaskQueue,
+		Input:        payload,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start %s %q: %w", workflowType, opts.ID, err)
+	}
+	return &Run{ID: resp.GetWorkflowId(), c: c}, nil
+}
+
+// Run is a handle to one workflow execution.
+type Run struct {
+	// ID is the workflow id.
+	ID string
+	c  *Client
+}
+
+// GetRun returns a handle to an existing workflow execution; it does not
+// check that the workflow exists (Get does).
+func (c *Client) GetRun(id string) *Run { return &Run{ID: id, c: c} }
+
+// Get waits until the workflow closes and decodes its result into result (a
+// pointer, or nil to discard it). A failed workflow returns a
+// *WorkflowFailedError; errors.As on it also finds the *activity.Error with
+// the failure's type. Get returns ctx's error if ctx ends first.
+func (r *Run) Get(ctx context.Context, result any) error {
+	for {
+		resp, err := r.c.svc.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: r.ID, WaitForClose: true})
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("wait for workflow %q: %w", r.ID, ctx.Err())
+			}
+			return fmt.Errorf("wait for workflow %q: %w", r.ID, err)
+		}
+		wf := resp.GetWorkflow()
+		switch wf.GetStatus() {
+		case durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED:
+			if err := r.c.converter.FromPayload(wf.GetResult(), result); err != nil {
+				return fmt.Errorf("workflow %q result: %w", r.ID, err)
+			}
+			return nil
+		case durablev1.WorkflowStatus_WORKFLOW_STATUS_FAILED:
+			return &WorkflowFailedError{WorkflowID: r.ID, Failure: wf.GetFailure()}
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("wait for workflow %q: %w", r.ID, err)
+		}
+	}
+}
+
+// WorkflowFailedError is returned by Run.Get when the workflow function
+// returned an error. It unwraps to an *activity.Error carrying the failure's
+// type, message and non-retryable flag.
+type WorkflowFailedError struct {
+	WorkflowID string
+	Failure    *durablev1.Failure
+}
+
+// Error names the workflow and its failure.
+func (e *WorkflowFailedError) Error() string {
+	return fmt.Sprintf("workflow %q failed: %v", e.WorkflowID, e.Unwrap())
+}
+
+// Unwrap returns the failure as an *activity.Error.
+func (e *WorkflowFailedError) Unwrap() error {
+	return &activity.Error{
+		Type:    e.Failure.GetType(),
+		Message: e.Failure.GetMessage(),
+		NoRetry: e.Failure.GetNonRetryable(),
+	}
+}
+
+// IsWorkflowFailed reports whether err says a workflow failed (as opposed to
+// the wait itself failing).
+func IsWorkflowFailed(err error) bool {
+	var wfe *WorkflowFailedError
+	return errors.As(err, &wfe)
+}

@@ -1,0 +1,192 @@
+package server
+
+import (
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// One check per request type. Each returns the first problem it finds, as a
+// *fieldError naming the field; a nil request reads as an empty one.
+
+func (v validator) startWorkflow(r *durablev1.StartWorkflowRequest) error {
+	return first(
+		func() error { return v.id("workflow_id", r.GetWorkflowId()) },
+		func() error { return v.id("workflow_type", r.GetWorkflowType()) },
+		func() error { return v.id("task_queue", r.GetTaskQueue()) },
+		func() error { return v.payload("input", len(r.GetInput())) },
+	)
+}
+
+func (v validator) describeWorkflow(r *durablev1.DescribeWorkflowRequest) error {
+	return v.id("workflow_id", r.GetWorkflowId())
+}
+
+func (v validator) getWorkflowHistory(r *durablev1.GetWorkflowHistoryRequest) error {
+	return v.id("workflow_id", r.GetWorkflowId())
+}
+
+func (v validator) listWorkflows(r *durablev1.ListWorkflowsRequest) error {
+	return first(
+		func() error {
+			if _, ok := durablev1.WorkflowStatus_name[int32(r.GetStatus())]; !ok {
+				return invalidf("status", "unknown workflow status %d", r.GetStatus())
+			}
+			return nil
+		},
+		func() error { return v.pageSize("page_size", r.GetPageSize()) },
+		func() error { return v.pageToken("next_page_token", r.GetNextPageToken()) },
+	)
+}
+
+func (v validator) listDeadLetters(r *durablev1.ListDeadLettersRequest) error {
+	return first(
+		func() error { return v.text("workflow_id", r.GetWorkflowId()) },
+		func() error { return v.text("activity_type", r.GetActivityType()) },
+		func() error { return v.text("failure_type", r.GetFailureType()) },
+		func() error { return v.pageSize("page_size", r.GetPageSize()) },
+		func() error { return v.pageToken("next_page_token", r.GetNextPageToken()) },
+	)
+}
+
+func (v validator) redriveDeadLetter(r *durablev1.RedriveDeadLetterRequest) error {
+	return first(
+		func() error { return v.id("workflow_id", r.GetWorkflowId()) },
+		func() error { return v.id("activity_id", r.GetActivityId()) },
+	)
+}
+
+func (v validator) pollWorkflowTask(r *durablev1.PollWorkflowTaskRequest) error {
+	return first(
+		func() error { return v.id("task_queue", r.GetTaskQueue()) },
+		func() error { return v.text("identity", r.GetIdentity()) },
+	)
+}
+
+func (v validator) completeWorkflowTask(r *durablev1.CompleteWorkflowTaskRequest) error {
+	return first(
+		func() error { return v.taskToken("task_token", r.GetTaskToken(), workflowToken) },
+		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.commands(r.GetCommands()) },
+	)
+}
+
+func (v validator) failWorkflowTask(r *durablev1.FailWorkflowTaskRequest) error {
+	return first(
+		func() error { return v.taskToken("task_token", r.GetTaskToken(), workflowToken) },
+		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.failure("failure", r.GetFailure()) },
+	)
+}
+
+func (v validator) pollActivityTask(r *durablev1.PollActivityTaskRequest) error {
+	return first(
+		func() error { return v.id("task_queue", r.GetTaskQueue()) },
+		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error {
+			if n := r.GetMaxTasks(); n < 0 || n > maxPollTasks {
+				return invalidf("max_tasks", "must be in [0, %d], got %d", maxPollTasks, n)
+			}
+			return nil
+		},
+	)
+}
+
+func (v validator) completeActivityTask(r *durablev1.CompleteActivityTaskRequest) error {
+	return first(
+		func() error { return v.taskToken("task_token", r.GetTaskToken(), activityToken) },
+		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.payload("result", len(r.GetResult())) },
+	)
+}
+
+func (v validator) failActivityTask(r *durablev1.FailActivityRequest) error {
+	return first(
+		func() error { return v.taskToken("task_token", r.GetTaskToken(), activityToken) },
+		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.failure("failure", r.GetFailure()) },
+	)
+}
+
+func (v validator) recordHeartbeat(r *durablev1.HeartbeatRequest) error {
+	return first(
+		func() error { return v.taskToken("task_token", r.GetTaskToken(), activityToken) },
+		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.payload("details", len(r.GetDetails())) },
+	)
+}
+
+// commands checks the commands of one workflow task: known types, the fields
+// each type needs, activity and timer ids unique within the task, and nothing
+// after the command that closes the workflow.
+func (v validator) commands(cmds []*durablev1.Command) error {
+	if len(cmds) > maxCommands {
+		return invalidf("commands", "must have at most %d entries, got %d", maxCommands, len(cmds))
+	}
+	activities := make(map[string]int)
+	timers := make(map[string]int)
+	closedAt := -1
+	for i, c := range cmds {
+		path := index("commands", i)
+		if closedAt >= 0 {
+			return invalidf(path, "must not follow the workflow-closing command commands[%d]", closedAt)
+		}
+		var err error
+		switch c.GetType() {
+		case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
+			err = v.scheduleActivity(path, c, activities, i)
+		case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
+			err = v.startTimer(path, c, timers, i)
+		case durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW:
+			err = v.payload(field(path, "result"), len(c.GetResult()))
+			closedAt = i
+		case durablev1.CommandType_COMMAND_TYPE_FAIL_WORKFLOW:
+			err = v.failure(field(path, "failure"), c.GetFailure())
+			closedAt = i
+		case durablev1.CommandType_COMMAND_TYPE_UNSPECIFIED:
+			err = invalidf(field(path, "type"), "is required")
+		default:
+			err = invalidf(field(path, "type"), "unknown command type %d", c.GetType())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (v validator) scheduleActivity(path string, c *durablev1.Command, seen map[string]int, i int) error {
+	id := c.GetActivityId()
+	if err := v.id(field(path, "activity_id"), id); err != nil {
+		return err
+	}
+	if j, dup := seen[id]; dup {
+		return invalidf(field(path, "activity_id"), "duplicates commands[%d].activity_id %q", j, id)
+	}
+	seen[id] = i
+	return first(
+		func() error { return v.id(field(path, "activity_type"), c.GetActivityType()) },
+		func() error { return v.payload(field(path, "input"), len(c.GetInput())) },
+		func() error { return v.activityOptions(field(path, "activity_options"), c.GetActivityOptions()) },
+	)
+}
+
+func (v validator) startTimer(path string, c *durablev1.Command, seen map[string]int, i int) error {
+	id := c.GetTimerId()
+	if err := v.id(field(path, "timer_id"), id); err != nil {
+		return err
+	}
+	if j, dup := seen[id]; dup {
+		return invalidf(field(path, "timer_id"), "duplicates commands[%d].timer_id %q", j, id)
+	}
+	seen[id] = i
+	return v.duration(field(path, "timer_duration"), c.GetTimerDuration())
+}
+
+// first runs checks in order and returns the first error.
+func first(checks ...func() error) error {
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

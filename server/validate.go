@@ -1,0 +1,250 @@
+package server
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// Bounds on request fields. They are generous for real use and exist so a
+// buggy or hostile client cannot make the engine store or compute absurd
+// values.
+const (
+	// maxIDLen bounds ids, types, queue names and identities, in bytes.
+	maxIDLen = 1000
+	// maxDuration bounds every timeout and timer: 10 years.
+	maxDuration = 10 * 365 * 24 * time.Hour
+	// maxAttempts bounds RetryPolicy.max_attempts.
+	maxAttempts = 10000
+	// maxPageSize bounds page_size of the list calls.
+	maxPageSize = 1000
+	// maxPollTasks bounds PollActivityTaskRequest.max_tasks.
+	maxPollTasks = 100
+	// maxCommands bounds the commands of one workflow task completion.
+	maxCommands = 1000
+	// maxNonRetryable bounds RetryPolicy.non_retryable.
+	maxNonRetryable = 100
+	// maxTokenLen bounds task tokens and page tokens: room for two ids and
+	// a few integers.
+	maxTokenLen = 4 * maxIDLen
+)
+
+// validator checks one request against the payload bound. Its methods take
+// the field path as spelled in durable.proto and return a *fieldError naming
+// it. Every method accepts nil messages, which read as their zero value.
+type validator struct {
+	maxPayload int
+}
+
+func field(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+func index(name string, i int) string { return name + "[" + strconv.Itoa(i) + "]" }
+
+func invalidf(path, format string, args ...any) error {
+	return &fieldError{field: path, reason: fmt.Sprintf(format, args...)}
+}
+
+// text checks an optional string: bounded, UTF-8, and free of control
+// characters, since ids and names end up in keys and on terminals.
+func (v validator) text(path, s string) error {
+	if len(s) > maxIDLen {
+		return invalidf(path, "must be at most %d bytes, got %d", maxIDLen, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return invalidf(path, "must be valid UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return invalidf(path, "must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// id checks a required string.
+func (v validator) id(path, s string) error {
+	if s == "" {
+		return invalidf(path, "is required")
+	}
+	return v.text(path, s)
+}
+
+// payload checks opaque bytes against MaxPayload.
+func (v validator) payload(path string, n int) error {
+	if n > v.maxPayload {
+		return invalidf(path, "must be at most %d bytes, got %d", v.maxPayload, n)
+	}
+	return nil
+}
+
+// duration checks an optional span: unset is fine, otherwise a valid
+// Duration in [0, 10 years].
+func (v validator) duration(path string, d *durationpb.Duration) error {
+	if d == nil {
+		return nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return invalidf(path, "is not a valid duration (seconds %d, nanos %d)", d.GetSeconds(), d.GetNanos())
+	}
+	switch dur := d.AsDuration(); {
+	case dur < 0:
+		return invalidf(path, "must be >= 0, got %s", dur)
+	case dur > maxDuration:
+		return invalidf(path, "must be at most %s (10 years), got %s", maxDuration, dur)
+	}
+	return nil
+}
+
+// millis checks a span in milliseconds: [0, 10 years].
+func (v validator) millis(path string, ms int64) error {
+	if ms < 0 {
+		return invalidf(path, "must be >= 0, got %d", ms)
+	}
+	if ms > maxDuration.Milliseconds() {
+		return invalidf(path, "must be at most %d (10 years), got %d", maxDuration.Milliseconds(), ms)
+	}
+	return nil
+}
+
+func (v validator) pageSize(path string, n int32) error {
+	if n < 0 || n > maxPageSize {
+		return invalidf(path, "must be in [0, %d], got %d", maxPageSize, n)
+	}
+	return nil
+}
+
+func (v validator) pageToken(path string, b []byte) error {
+	if len(b) > maxTokenLen {
+		return invalidf(path, "must be at most %d bytes, got %d", maxTokenLen, len(b))
+	}
+	return nil
+}
+
+// tokenKind says which kind of task a token must name.
+type tokenKind int
+
+const (
+	workflowToken tokenKind = iota
+	activityToken
+)
+
+// taskToken checks that b is a marshaled TaskToken of the expected kind with
+// well-formed ids. The engine decides whether the lease it names is live.
+func (v validator) taskToken(path string, b []byte, kind tokenKind) error {
+	if len(b) == 0 {
+		return invalidf(path, "is required")
+	}
+	if len(b) > maxTokenLen {
+		return invalidf(path, "is malformed: longer than %d bytes", maxTokenLen)
+	}
+	var tok durablev1.TaskToken
+	if err := proto.Unmarshal(b, &tok); err != nil {
+		return invalidf(path, "is malformed: not a task token")
+	}
+	if len(tok.ProtoReflect().GetUnknown()) > 0 {
+		return invalidf(path, "is malformed: not a task token")
+	}
+	if tok.GetWorkflowId() == "" {
+		return invalidf(path, "is malformed: no workflow_id")
+	}
+	if err := v.text(path, tok.GetWorkflowId()); err != nil {
+		return invalidf(path, "is malformed: bad workflow_id")
+	}
+	if err := v.text(path, tok.GetActivityId()); err != nil {
+		return invalidf(path, "is malformed: bad activity_id")
+	}
+	if tok.GetAttempt() < 0 || tok.GetLeaseId() < 0 {
+		return invalidf(path, "is malformed: negative attempt or lease_id")
+	}
+	switch {
+	case kind == activityToken && tok.GetActivityId() == "":
+		return invalidf(path, "names a workflow task, not an activity task")
+	case kind == workflowToken && tok.GetActivityId() != "":
+		return invalidf(path, "names an activity task, not a workflow task")
+	}
+	return nil
+}
+
+// failure checks an optional Failure.
+func (v validator) failure(path string, f *durablev1.Failure) error {
+	if f == nil {
+		return nil
+	}
+	if err := v.text(field(path, "type"), f.GetType()); err != nil {
+		return err
+	}
+	if len(f.GetMessage()) > v.maxPayload {
+		return v.payload(field(path, "message"), len(f.GetMessage()))
+	}
+	if !utf8.ValidString(f.GetMessage()) {
+		return invalidf(field(path, "message"), "must be valid UTF-8")
+	}
+	return v.payload(field(path, "details"), len(f.GetDetails()))
+}
+
+// retryPolicy checks an optional RetryPolicy. Zero fields mean defaults and
+// are fine; a backoff in [0, 1) counts as unset.
+func (v validator) retryPolicy(path string, p *durablev1.RetryPolicy) error {
+	if p == nil {
+		return nil
+	}
+	if err := v.millis(field(path, "initial_ms"), p.GetInitialMs()); err != nil {
+		return err
+	}
+	if b := p.GetBackoff(); math.IsNaN(b) || math.IsInf(b, 0) || b < 0 {
+		return invalidf(field(path, "backoff"), "must be finite and >= 0, got %v", b)
+	}
+	if err := v.millis(field(path, "max_interval_ms"), p.GetMaxIntervalMs()); err != nil {
+		return err
+	}
+	if n := p.GetMaxAttempts(); n < 0 || n > maxAttempts {
+		return invalidf(field(path, "max_attempts"), "must be in [0, %d], got %d", maxAttempts, n)
+	}
+	if n := len(p.GetNonRetryable()); n > maxNonRetryable {
+		return invalidf(field(path, "non_retryable"), "must have at most %d entries, got %d", maxNonRetryable, n)
+	}
+	for i, t := range p.GetNonRetryable() {
+		if err := v.id(index(field(path, "non_retryable"), i), t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// activityOptions checks optional ActivityOptions.
+func (v validator) activityOptions(path string, o *durablev1.ActivityOptions) error {
+	if o == nil {
+		return nil
+	}
+	if err := v.text(field(path, "task_queue"), o.GetTaskQueue()); err != nil {
+		return err
+	}
+	durations := []struct {
+		name string
+		d    *durationpb.Duration
+	}{
+		{"start_to_close_timeout", o.GetStartToCloseTimeout()},
+		{"heartbeat_timeout", o.GetHeartbeatTimeout()},
+		{"schedule_to_start_timeout", o.GetScheduleToStartTimeout()},
+		{"schedule_to_close_timeout", o.GetScheduleToCloseTimeout()},
+	}
+	for _, d := range durations {
+		if err := v.duration(field(path, d.name), d.d); err != nil {
+			return err
+		}
+	}
+	return v.retryPolicy(field(path, "retry_policy"), o.GetRetryPolicy())
+}

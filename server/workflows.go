@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// The workflow side of the service: the workflow task protocol workers drive
+// and the operator calls that read workflows.
+
+func (s *Server) check() validator { return validator{maxPayload: s.opts.MaxPayload} }
+
+// reply returns resp with the mapped error, or nil and the error.
+func reply[T any](s *Server, ctx context.Context, method string, resp *T, err error) (*T, error) {
+	if err != nil {
+		return nil, s.toStatus(ctx, method, err)
+	}
+	return resp, nil
+}
+
+// StartWorkflow validates the ids and input and creates the workflow.
+func (s *Server) StartWorkflow(ctx context.Context, req *durablev1.StartWorkflowRequest) (*durablev1.StartWorkflowResponse, error) {
+	if err := s.check().startWorkflow(req); err != nil {
+		return nil, s.toStatus(ctx, "StartWorkflow", err)
+	}
+	resp, err := s.engine.StartWorkflow(ctx, req)
+	return reply(s, ctx, "StartWorkflow", resp, err)
+}
+
+// DescribeWorkflow returns a workflow and its pending activities.
+func (s *Server) DescribeWorkflow(ctx context.Context, req *durablev1.DescribeWorkflowRequest) (*durablev1.DescribeWorkflowResponse, error) {
+	if err := s.check().describeWorkflow(req); err != nil {
+		return nil, s.toStatus(ctx, "DescribeWorkflow", err)
+	}
+	resp, err := s.engine.DescribeWorkflow(ctx, req)
+	return reply(s, ctx, "DescribeWorkflow", resp, err)
+}
+
+// GetWorkflowHistory returns a workflow's events in order.
+func (s *Server) GetWorkflowHistory(ctx context.Context, req *durablev1.GetWorkflowHistoryRequest) (*durablev1.GetWorkflowHistoryResponse, error) {
+	if err := s.check().getWorkflowHistory(req); err != nil {
+		return nil, s.toStatus(ctx, "GetWorkflowHistory", err)
+	}
+	resp, err := s.engine.GetWorkflowHistory(ctx, req)
+	return reply(s, ctx, "GetWorkflowHistory", resp, err)
+}
+
+// ListWorkflows pages through workflows.
+func (s *Server) ListWorkflows(ctx context.Context, req *durablev1.ListWorkflowsRequest) (*durablev1.ListWorkflowsResponse, error) {
+	if err := s.check().listWorkflows(req); err != nil {
+		return nil, s.toStatus(ctx, "ListWorkflows", err)
+	}
+	resp, err := s.engine.ListWorkflows(ctx, req)
+	return reply(s, ctx, "ListWorkflows", resp, err)
+}
+
+// PollWorkflowTask long-polls a task queue for a workflow task.
+func (s *Server) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkflowTaskRequest) (*durablev1.PollWorkflowTaskResponse, error) {
+	if err := s.check().pollWorkflowTask(req); err != nil {
+		return nil, s.toStatus(ctx, "PollWorkflowTask", err)
+	}
+	resp, err := s.engine.PollWorkflowTask(ctx, req)
+	return reply(s, ctx, "PollWorkflowTask", resp, err)
+}
+
+// CompleteWorkflowTask validates every command and applies them.
+func (s *Server) CompleteWorkflowTask(ctx context.Context, req *durablev1.CompleteWorkflowTaskRequest) (*durablev1.Empty, error) {
+	if err := s.check().completeWorkflowTask(req); err != nil {
+		return nil, s.toStatus(ctx, "CompleteWorkflowTask", err)
+	}
+	resp, err := s.engine.CompleteWorkflowTask(ctx, req)
+	return reply(s, ctx, "CompleteWorkflowTask", resp, err)
+}
+
+// FailWorkflowTask reports that the workflow code could not make progress.
+func (s *Server) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkflowTaskRequest) (*durablev1.Empty, error) {
+	if err := s.check().failWorkflowTask(req); err != nil {
+		return nil, s.toStatus(ctx, "FailWorkflowTask", err)
+	}
+	resp, err := s.engine.FailWorkflowTask(ctx, req)
+	return reply(s, ctx, "FailWorkflowTask", resp, err)
+}
+
+// Watch streams the engine's snapshot and changes until the client goes
+// away or the engine closes.
+func (s *Server) Watch(req *durablev1.WatchRequest, stream durablev1.Durable_WatchServer) error {
+	ctx := stream.Context()
+	err := s.engine.Watch(ctx, req, stream.Send)
+	return s.toStatus(ctx, "Watch", err)
+}

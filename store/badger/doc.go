@@ -1,0 +1,17 @@
+// Package badger is the engine's Store on Badger v4, an embedded key-value
+// store with serializable transactions.
+//
+// Every record (workflow, history event, activity, timer, latency histogram)
+// lives under its own key, protobuf-encoded. Beside the records sit three
+// indexes whose entries are derived from the records by the engine's
+// QueueEntryOf, TimersOf, WorkflowQueueEntryOf, WorkflowTimersOf, UserTimerOf
+// and IsDeadLetter: task queues ordered by due time, all timers ordered by due
+// time, and dead letters ordered by when they were dead-lettered. A write
+// replaces a record and its index entries in the same transaction, so the
+// indexes never disagree with the records, also after a crash. The layout of
+// every key is in keys.go.
+//
+// Commits are not fsynced one by one: Store.Sync makes everything committed
+// before it durable and shares each fsync among all callers waiting at the
+// time (group commit), which is what lets many writers stay fast.
+package badger

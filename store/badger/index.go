@@ -1,0 +1,168 @@
+package badger
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// The index entries of a record are derived from the record alone, with the
+// engine's functions, so that replacing a record knows exactly which entries
+// to remove: those of the old record as read in the same transaction.
+
+// activityIndexKeys returns the queue, timer and dead-letter keys an activity
+// record implies.
+func activityIndexKeys(a *durablev1.ActivityRecord) [][]byte {
+	var keys [][]byte
+	if e, ok := engine.QueueEntryOf(a); ok {
+		keys = append(keys, queueKey(e))
+	}
+	for _, tm := range engine.TimersOf(a) {
+		keys = append(keys, timerIndexKey(tm))
+	}
+	if engine.IsDeadLetter(a) {
+		in := a.GetInfo()
+		keys = append(keys, deadLetterKey(in.GetDeadLetteredTime().AsTime(), in.GetWorkflowId(), in.GetActivityId()))
+	}
+	return keys
+}
+
+// workflowIndexKeys returns the queue and timer keys a workflow record implies.
+func workflowIndexKeys(w *durablev1.WorkflowRecord) [][]byte {
+	var keys [][]byte
+	if e, ok := engine.WorkflowQueueEntryOf(w); ok {
+		keys = append(keys, queueKey(e))
+	}
+	for _, tm := range engine.WorkflowTimersOf(w) {
+		keys = append(keys, timerIndexKey(tm))
+	}
+	return keys
+}
+
+// replaceIndex deletes the old entries that are not among the new ones and
+// writes the new ones that are not among the old ones. Index entries carry no
+// value: the key is the whole entry.
+func (t *tx) replaceIndex(old, next [][]byte) error {
+	has := func(set [][]byte, k []byte) bool {
+		for _, s := range set {
+			if bytes.Equal(s, k) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, k := range old {
+		if !has(next, k) {
+			if err := t.txn.Delete(k); err != nil {
+				return fmt.Errorf("delete index entry %x: %w", k, err)
+			}
+		}
+	}
+	for _, k := range next {
+		if !has(old, k) {
+			if err := t.txn.Set(k, nil); err != nil {
+				return fmt.Errorf("set index entry %x: %w", k, err)
+			}
+		}
+	}
+	return nil
+}
+
+// eachKey calls fn with every key under prefix, from seek on (the prefix when
+// seek is nil), until fn returns false. Values are not read. The key is only
+// valid during the call.
+func (t *tx) eachKey(prefix, seek []byte, fn func(key []byte) (bool, error)) error {
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	if seek == nil {
+		seek = prefix
+	}
+	for it.Seek(seek); it.Valid(); it.Next() {
+		if more, err := fn(it.Item().Key()); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *tx) Queued(kind engine.TaskKind, queue string, limit int) ([]engine.QueueEntry, error) {
+	if err := checkPart("task_queue", queue); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []engine.QueueEntry
+	err := t.eachKey(queuePrefix(kind, queue), nil, func(k []byte) (bool, error) {
+		e, err := decodeQueueKey(k)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, e)
+		return len(out) < limit, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue %q: %w", queue, err)
+	}
+	return out, nil
+}
+
+func (t *tx) DueTimers(limit int) ([]engine.Timer, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []engine.Timer
+	err := t.eachKey([]byte{prefixTimerIndex}, nil, func(k []byte) (bool, error) {
+		tm, err := decodeTimerIndexKey(k)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, tm)
+		return len(out) < limit, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("timers: %w", err)
+	}
+	return out, nil
+}
+
+// DeadLetters walks the dead-letter index. The cursor is an index key; one
+// that is not (a corrupt or foreign page token) is an *engine.InvalidError.
+func (t *tx) DeadLetters(after []byte, fn func(*durablev1.ActivityRecord) bool) ([]byte, error) {
+	prefix := []byte{prefixDeadLetter}
+	if after != nil {
+		if _, err := decodeDeadLetterKey(after); err != nil {
+			return nil, &engine.InvalidError{Field: "next_page_token", Reason: "not a dead-letter cursor"}
+		}
+	}
+	var last []byte
+	err := t.eachKey(prefix, after, func(k []byte) (bool, error) {
+		if after != nil && bytes.Equal(k, after) {
+			return true, nil
+		}
+		ref, err := decodeDeadLetterKey(k)
+		if err != nil {
+			return false, err
+		}
+		a, err := t.GetActivity(ref.workflowID, ref.activityID)
+		if errors.Is(err, engine.ErrNotFound) {
+			// The index and the record change in one transaction, so this
+			// is a bug, not a race; say so rather than skip silently.
+			return false, fmt.Errorf("dead-letter index names a missing activity %s/%s: %w", ref.workflowID, ref.activityID, errCorrupt)
+		}
+		if err != nil {
+			return false, err
+		}
+		last = bytes.Clone(k)
+		return fn(a), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	return last, nil
+}

@@ -1,0 +1,280 @@
+package badger
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/tinyllm/durable/engine"
+)
+
+// Key layout. The first byte of every key names its table; everything after it
+// is fixed-width big-endian numbers and strings that are either length-prefixed
+// (u16) or the last part of the key, so that byte order is value order and no
+// id can be a prefix of another id's range.
+//
+// Notation: u8/u16/u64 are big-endian unsigned integers; i64 is a signed
+// integer stored as u64 with its sign bit flipped, so negative values sort
+// first; t64 is a time as UTC Unix nanoseconds in a u64 (instants before 1970
+// clamp to 0); s16 is a u16 byte length followed by the bytes; "rest" is a
+// string that runs to the end of the key.
+const (
+	// prefixWorkflow: 0x01 | workflow_id:rest → WorkflowRecord.
+	// Sorted by workflow id, which ListWorkflows pages over.
+	prefixWorkflow byte = 0x01
+	// prefixHistory: 0x02 | workflow_id:s16 | event_id:i64 → HistoryEvent.
+	prefixHistory byte = 0x02
+	// prefixActivity: 0x03 | workflow_id:s16 | activity_id:rest → ActivityRecord.
+	prefixActivity byte = 0x03
+	// prefixTimer: 0x04 | workflow_id:s16 | timer_id:rest → TimerRecord.
+	prefixTimer byte = 0x04
+
+	// prefixQueue: 0x10 | kind:u8 | queue:s16 | due:t64 | seq:i64 |
+	// workflow_id:s16 | activity_id:rest → empty.
+	// One entry per pollable task; a queue is a contiguous range sorted by
+	// due time, then seq. The task's reference ends the key, which keeps keys
+	// unique even if two records ever carried the same seq.
+	prefixQueue byte = 0x10
+	// prefixTimerIndex: 0x11 | due:t64 | kind:u8 | workflow_id:s16 | id:rest → empty.
+	// Every timer of every kind in one range sorted by due time.
+	prefixTimerIndex byte = 0x11
+	// prefixDeadLetter: 0x12 | dead_lettered:t64 | workflow_id:s16 |
+	// activity_id:rest → empty. Oldest dead letter first; the whole key is
+	// the DeadLetters cursor.
+	prefixDeadLetter byte = 0x12
+
+	// prefixLatency: 0x20 | activity_type:rest → LatencyRecord.
+	prefixLatency byte = 0x20
+	// keyCounter: 0x30, the whole key → the engine's id sequence as i64
+	// (plain big-endian two's complement, 8 bytes).
+	prefixCounter byte = 0x30
+)
+
+// maxPartLen bounds every id, queue name and activity type the store keys on.
+// It keeps keys well under Badger's key size limit and within a u16 length.
+const maxPartLen = 1024
+
+// errCorrupt reports a key or value that does not decode; it means a bug or corruption.
+var errCorrupt = errors.New("malformed key or value")
+
+// checkPart rejects a string too long to be part of a key.
+func checkPart(field, s string) error {
+	if len(s) > maxPartLen {
+		return &engine.InvalidError{Field: field, Reason: fmt.Sprintf("longer than %d bytes", maxPartLen)}
+	}
+	return nil
+}
+
+func appendU64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
+
+func appendI64(b []byte, v int64) []byte { return appendU64(b, uint64(v)^(1<<63)) }
+
+// appendTime appends t as UTC Unix nanoseconds. Times before the epoch (such
+// as an unset timestamp's zero) clamp to 0 and times past 2262 to the maximum,
+// so ordering holds for every input.
+func appendTime(b []byte, t time.Time) []byte {
+	var n uint64
+	switch {
+	case t.Before(time.Unix(0, 0)):
+		n = 0
+	case t.After(time.Unix(0, math.MaxInt64)):
+		n = math.MaxInt64
+	default:
+		n = uint64(t.UnixNano())
+	}
+	return appendU64(b, n)
+}
+
+func appendS16(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+func newKey(prefix byte, size int) []byte { return append(make([]byte, 0, 1+size), prefix) }
+
+func workflowKey(id string) []byte { return append(newKey(prefixWorkflow, len(id)), id...) }
+
+// historyPrefix is the range of one workflow's events.
+func historyPrefix(workflowID string) []byte {
+	return appendS16(newKey(prefixHistory, 2+len(workflowID)+8), workflowID)
+}
+
+func historyKey(workflowID string, eventID int64) []byte {
+	return appendI64(historyPrefix(workflowID), eventID)
+}
+
+// activityPrefix is the range of one workflow's activities.
+func activityPrefix(workflowID string) []byte {
+	return appendS16(newKey(prefixActivity, 2+len(workflowID)), workflowID)
+}
+
+func activityKey(workflowID, activityID string) []byte {
+	return append(activityPrefix(workflowID), activityID...)
+}
+
+func timerKey(workflowID, timerID string) []byte {
+	k := appendS16(newKey(prefixTimer, 2+len(workflowID)+len(timerID)), workflowID)
+	return append(k, timerID...)
+}
+
+// queuePrefix is the range of one task queue of one kind.
+func queuePrefix(kind engine.TaskKind, queue string) []byte {
+	k := newKey(prefixQueue, 1+2+len(queue)+16)
+	k = append(k, byte(kind))
+	return appendS16(k, queue)
+}
+
+func queueKey(e engine.QueueEntry) []byte {
+	k := queuePrefix(e.Kind, e.Queue)
+	k = appendTime(k, e.Due)
+	k = appendI64(k, e.Seq)
+	k = appendS16(k, e.WorkflowID)
+	return append(k, e.ActivityID...)
+}
+
+func timerIndexKey(t engine.Timer) []byte {
+	k := newKey(prefixTimerIndex, 8+1+2+len(t.WorkflowID)+len(t.ID))
+	k = appendTime(k, t.Due)
+	k = append(k, byte(t.Kind))
+	k = appendS16(k, t.WorkflowID)
+	return append(k, t.ID...)
+}
+
+func deadLetterKey(deadLettered time.Time, workflowID, activityID string) []byte {
+	k := newKey(prefixDeadLetter, 8+2+len(workflowID)+len(activityID))
+	k = appendTime(k, deadLettered)
+	k = appendS16(k, workflowID)
+	return append(k, activityID...)
+}
+
+func latencyKey(activityType string) []byte {
+	return append(newKey(prefixLatency, len(activityType)), activityType...)
+}
+
+func counterKey() []byte { return []byte{prefixCounter} }
+
+// keyReader decodes a key part by part; the first failure sticks in err.
+type keyReader struct {
+	b   []byte
+	err error
+}
+
+func (r *keyReader) fail() {
+	if r.err == nil {
+		r.err = errCorrupt
+	}
+	r.b = nil
+}
+
+func (r *keyReader) u8() byte {
+	if len(r.b) < 1 {
+		r.fail()
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *keyReader) u64() uint64 {
+	if len(r.b) < 8 {
+		r.fail()
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *keyReader) i64() int64 { return int64(r.u64() ^ (1 << 63)) }
+
+func (r *keyReader) time() time.Time { return time.Unix(0, int64(r.u64())).UTC() }
+
+func (r *keyReader) s16() string {
+	if len(r.b) < 2 {
+		r.fail()
+		return ""
+	}
+	n := int(binary.BigEndian.Uint16(r.b))
+	if len(r.b) < 2+n {
+		r.fail()
+		return ""
+	}
+	s := string(r.b[2 : 2+n])
+	r.b = r.b[2+n:]
+	return s
+}
+
+func (r *keyReader) rest() string {
+	s := string(r.b)
+	r.b = nil
+	return s
+}
+
+// expect consumes the table prefix.
+func (r *keyReader) expect(prefix byte) {
+	if r.u8() != prefix {
+		r.fail()
+	}
+}
+
+func decodeQueueKey(k []byte) (engine.QueueEntry, error) {
+	r := keyReader{b: k}
+	r.expect(prefixQueue)
+	var e engine.QueueEntry
+	e.Kind = engine.TaskKind(r.u8())
+	e.Queue = r.s16()
+	e.Due = r.time()
+	e.Seq = r.i64()
+	e.WorkflowID = r.s16()
+	e.ActivityID = r.rest()
+	if r.err != nil {
+		return engine.QueueEntry{}, fmt.Errorf("queue key %x: %w", k, r.err)
+	}
+	return e, nil
+}
+
+func decodeTimerIndexKey(k []byte) (engine.Timer, error) {
+	r := keyReader{b: k}
+	r.expect(prefixTimerIndex)
+	var t engine.Timer
+	t.Due = r.time()
+	t.Kind = engine.TimerKind(r.u8())
+	t.WorkflowID = r.s16()
+	t.ID = r.rest()
+	if r.err != nil {
+		return engine.Timer{}, fmt.Errorf("timer key %x: %w", k, r.err)
+	}
+	return t, nil
+}
+
+// deadLetterRef is what a dead-letter index key holds.
+type deadLetterRef struct {
+	deadLettered time.Time
+	workflowID   string
+	activityID   string
+}
+
+func decodeDeadLetterKey(k []byte) (deadLetterRef, error) {
+	r := keyReader{b: k}
+	r.expect(prefixDeadLetter)
+	var d deadLetterRef
+	d.deadLettered = r.time()
+	d.workflowID = r.s16()
+	d.activityID = r.rest()
+	if r.err != nil {
+		return deadLetterRef{}, fmt.Errorf("dead-letter key %x: %w", k, r.err)
+	}
+	return d, nil
+}
+
+func decodeCounter(v []byte) (int64, error) {
+	if len(v) != 8 {
+		return 0, fmt.Errorf("counter value of %d bytes: %w", len(v), errCorrupt)
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+func encodeCounter(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }

@@ -1,0 +1,149 @@
+package badger
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/tinyllm/durable/engine"
+)
+
+// Options tune how the store opens Badger.
+type Options struct {
+	// InMemory keeps everything in memory (unit tests); Dir is ignored.
+	InMemory bool
+	// NoSync relaxes durability: Sync returns without fsync. A commit then
+	// survives a crash of the process (the operating system still holds it)
+	// but not a crash of the machine. Off by default.
+	NoSync bool
+	// Logger receives Badger's own warnings and errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// maxConflictAttempts bounds how often Update re-runs a transaction that lost
+// a conflict to a concurrent one before it gives up with the conflict error.
+const maxConflictAttempts = 10
+
+// Store is an engine.Store on Badger. Commits are written without fsync; Sync
+// makes them durable, sharing one fsync among all callers waiting at the time
+// (group commit). It is safe for concurrent use.
+type Store struct {
+	db   *badgerdb.DB
+	sync *groupSync // nil when Sync is a no-op
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// Open opens (or creates) the store in dir and recovers whatever it holds.
+// With opts.InMemory, dir is ignored and nothing touches the disk.
+func Open(dir string, opts Options) (*Store, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	bo := badgerdb.DefaultOptions(dir)
+	if opts.InMemory {
+		bo = badgerdb.DefaultOptions("").WithInMemory(true)
+	}
+	bo = bo.
+		// Commits reach the write-ahead log without fsync; Sync (group commit)
+		// makes them durable. This is what keeps many writers fast.
+		WithSyncWrites(false).
+		WithLogger(slogLogger{logger}).
+		WithLoggingLevel(badgerdb.WARNING).
+		WithMetricsEnabled(false).
+		// Sized for a small daemon: a 32 MiB memtable still allows ~4.8 MiB
+		// per transaction (Badger's limit is 15% of it).
+		WithMemTableSize(32 << 20).
+		WithNumMemtables(3).
+		WithValueLogFileSize(64 << 20).
+		WithBlockCacheSize(32 << 20).
+		WithNumCompactors(2)
+	db, err := badgerdb.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("open badger store: %w", err)
+	}
+	s := &Store{db: db}
+	if !opts.InMemory && !opts.NoSync {
+		s.sync = newGroupSync(db.Sync)
+	}
+	return s, nil
+}
+
+// Update runs fn in one read-write transaction and commits it when fn returns
+// nil. When the commit conflicts with a concurrent transaction, fn runs again
+// on fresh data, up to a bounded number of attempts; fn must therefore have
+// no effects outside the transaction that a re-run would repeat. A
+// transaction larger than Badger allows fails with badger's ErrTxnTooBig.
+func (s *Store) Update(fn func(engine.Tx) error) error {
+	var err error
+	for range maxConflictAttempts {
+		err = s.db.Update(func(txn *badgerdb.Txn) error { return fn(&tx{txn: txn}) })
+		if !errors.Is(err, badgerdb.ErrConflict) {
+			return mapErr(err)
+		}
+	}
+	return fmt.Errorf("transaction conflicted %d times: %w", maxConflictAttempts, err)
+}
+
+// View runs fn in a read-only transaction that sees one consistent snapshot.
+func (s *Store) View(fn func(engine.Tx) error) error {
+	return mapErr(s.db.View(func(txn *badgerdb.Txn) error { return fn(&tx{txn: txn}) }))
+}
+
+// Sync returns once every transaction committed before the call is on disk.
+// Callers that arrive while an fsync is in flight share the next one. It is a
+// no-op for an in-memory store or with Options.NoSync.
+func (s *Store) Sync() error {
+	if s.sync == nil {
+		return nil
+	}
+	return s.sync.Sync()
+}
+
+// Close finishes pending Syncs, then flushes and closes Badger. Later calls
+// return the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.sync != nil {
+			s.sync.close()
+		}
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("close badger store: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// mapErr turns Badger's errors into the engine's where the engine has one.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, badgerdb.ErrDBClosed):
+		return fmt.Errorf("badger store: %w", engine.ErrClosed)
+	}
+	return err
+}
+
+// slogLogger forwards Badger's warnings and errors to slog and drops its
+// informational chatter.
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Errorf(f string, args ...any) {
+	s.l.Error(strings.TrimSpace(fmt.Sprintf(f, args...)), "component", "badger")
+}
+
+func (s slogLogger) Warningf(f string, args ...any) {
+	s.l.Warn(strings.TrimSpace(fmt.Sprintf(f, args...)), "component", "badger")
+}
+
+func (slogLogger) Infof(string, ...any)  {}
+func (slogLogger) Debugf(string, ...any) {}

@@ -1,0 +1,327 @@
+package badger
+
+import (
+	"errors"
+	"fmt"
+
+	badgerdb "github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// tx is one Badger transaction seen through engine.Tx. Record writers read the
+// old record in the same transaction so that its index entries can be
+// replaced together with it.
+type tx struct {
+	txn *badgerdb.Txn
+}
+
+var _ engine.Tx = (*tx)(nil)
+
+// get reads the record at key into m; a missing key is engine.ErrNotFound.
+func (t *tx) get(key []byte, m proto.Message) error {
+	item, err := t.txn.Get(key)
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		return engine.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return item.Value(func(v []byte) error { return unmarshal(key, v, m) })
+}
+
+func unmarshal(key, v []byte, m proto.Message) error {
+	if err := proto.Unmarshal(v, m); err != nil {
+		return fmt.Errorf("record at %x: %w: %w", key, errCorrupt, err)
+	}
+	return nil
+}
+
+func (t *tx) put(key []byte, m proto.Message) error {
+	v, err := proto.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("marshal %T: %w", m, err)
+	}
+	return t.txn.Set(key, v)
+}
+
+// each calls fn with the key and value of every record under prefix, in key
+// order, until fn returns false. The key is only valid during the call.
+func (t *tx) each(prefix []byte, fn func(key, val []byte) (bool, error)) error {
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		var more bool
+		err := item.Value(func(v []byte) error {
+			var err error
+			more, err = fn(item.Key(), v)
+			return err
+		})
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *tx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
+	if err := checkPart("workflow_id", id); err != nil {
+		return nil, err
+	}
+	w := new(durablev1.WorkflowRecord)
+	if err := t.get(workflowKey(id), w); err != nil {
+		return nil, fmt.Errorf("workflow %q: %w", id, err)
+	}
+	return w, nil
+}
+
+func (t *tx) PutWorkflow(w *durablev1.WorkflowRecord) error {
+	id := w.GetInfo().GetWorkflowId()
+	if err := firstErr(checkPart("workflow_id", id), checkPart("task_queue", w.GetInfo().GetTaskQueue())); err != nil {
+		return err
+	}
+	key := workflowKey(id)
+	var oldIdx [][]byte
+	old := new(durablev1.WorkflowRecord)
+	switch err := t.get(key, old); {
+	case err == nil:
+		oldIdx = workflowIndexKeys(old)
+	case !errors.Is(err, engine.ErrNotFound):
+		return fmt.Errorf("workflow %q: %w", id, err)
+	}
+	if err := t.put(key, w); err != nil {
+		return fmt.Errorf("put workflow %q: %w", id, err)
+	}
+	return t.replaceIndex(oldIdx, workflowIndexKeys(w))
+}
+
+func (t *tx) ListWorkflows(after string, limit int) ([]*durablev1.WorkflowRecord, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: []byte{prefixWorkflow}, PrefetchValues: true, PrefetchSize: min(limit, 100)})
+	defer it.Close()
+	start := workflowKey(after)
+	var out []*durablev1.WorkflowRecord
+	for it.Seek(start); it.Valid() && len(out) < limit; it.Next() {
+		item := it.Item()
+		if after != "" && string(item.Key()) == string(start) {
+			continue
+		}
+		w := new(durablev1.WorkflowRecord)
+		if err := item.Value(func(v []byte) error { return unmarshal(item.Key(), v, w) }); err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+func (t *tx) AppendEvents(workflowID string, events []*durablev1.HistoryEvent) error {
+	if err := checkPart("workflow_id", workflowID); err != nil {
+		return err
+	}
+	for _, ev := range events {
+		if err := t.put(historyKey(workflowID, ev.GetEventId()), ev); err != nil {
+			return fmt.Errorf("append event %d of workflow %q: %w", ev.GetEventId(), workflowID, err)
+		}
+	}
+	return nil
+}
+
+func (t *tx) History(workflowID string) ([]*durablev1.HistoryEvent, error) {
+	if err := checkPart("workflow_id", workflowID); err != nil {
+		return nil, err
+	}
+	var out []*durablev1.HistoryEvent
+	err := t.each(historyPrefix(workflowID), func(k, v []byte) (bool, error) {
+		ev := new(durablev1.HistoryEvent)
+		out = append(out, ev)
+		return true, unmarshal(k, v, ev)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("history of workflow %q: %w", workflowID, err)
+	}
+	return out, nil
+}
+
+func (t *tx) GetActivity(workflowID, activityID string) (*durablev1.ActivityRecord, error) {
+	if err := firstErr(checkPart("workflow_id", workflowID), checkPart("activity_id", activityID)); err != nil {
+		return nil, err
+	}
+	a := new(durablev1.ActivityRecord)
+	if err := t.get(activityKey(workflowID, activityID), a); err != nil {
+		return nil, fmt.Errorf("activity %s/%s: %w", workflowID, activityID, err)
+	}
+	return a, nil
+}
+
+func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
+	in := a.GetInfo()
+	wf, id := in.GetWorkflowId(), in.GetActivityId()
+	if err := firstErr(checkPart("workflow_id", wf), checkPart("activity_id", id), checkPart("task_queue", in.GetTaskQueue())); err != nil {
+		return err
+	}
+	key := activityKey(wf, id)
+	var oldIdx [][]byte
+	old := new(durablev1.ActivityRecord)
+	switch err := t.get(key, old); {
+	case err == nil:
+		oldIdx = activityIndexKeys(old)
+	case !errors.Is(err, engine.ErrNotFound):
+		return fmt.Errorf("activity %s/%s: %w", wf, id, err)
+	}
+	if err := t.put(key, a); err != nil {
+		return fmt.Errorf("put activity %s/%s: %w", wf, id, err)
+	}
+	return t.replaceIndex(oldIdx, activityIndexKeys(a))
+}
+
+func (t *tx) DeleteActivity(workflowID, activityID string) error {
+	old, err := t.GetActivity(workflowID, activityID)
+	if err != nil {
+		return err
+	}
+	if err := t.txn.Delete(activityKey(workflowID, activityID)); err != nil {
+		return fmt.Errorf("delete activity %s/%s: %w", workflowID, activityID, err)
+	}
+	return t.replaceIndex(activityIndexKeys(old), nil)
+}
+
+func (t *tx) Activities(workflowID string) ([]*durablev1.ActivityRecord, error) {
+	if err := checkPart("workflow_id", workflowID); err != nil {
+		return nil, err
+	}
+	var out []*durablev1.ActivityRecord
+	err := t.each(activityPrefix(workflowID), func(k, v []byte) (bool, error) {
+		a := new(durablev1.ActivityRecord)
+		out = append(out, a)
+		return true, unmarshal(k, v, a)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("activities of workflow %q: %w", workflowID, err)
+	}
+	return out, nil
+}
+
+func (t *tx) ScanActivities(fn func(*durablev1.ActivityRecord) bool) error {
+	return t.each([]byte{prefixActivity}, func(k, v []byte) (bool, error) {
+		a := new(durablev1.ActivityRecord)
+		if err := unmarshal(k, v, a); err != nil {
+			return false, err
+		}
+		return fn(a), nil
+	})
+}
+
+func (t *tx) GetTimer(workflowID, timerID string) (*durablev1.TimerRecord, error) {
+	if err := firstErr(checkPart("workflow_id", workflowID), checkPart("timer_id", timerID)); err != nil {
+		return nil, err
+	}
+	r := new(durablev1.TimerRecord)
+	if err := t.get(timerKey(workflowID, timerID), r); err != nil {
+		return nil, fmt.Errorf("timer %s/%s: %w", workflowID, timerID, err)
+	}
+	return r, nil
+}
+
+func (t *tx) PutTimer(r *durablev1.TimerRecord) error {
+	wf, id := r.GetWorkflowId(), r.GetTimerId()
+	if err := firstErr(checkPart("workflow_id", wf), checkPart("timer_id", id)); err != nil {
+		return err
+	}
+	key := timerKey(wf, id)
+	var oldIdx [][]byte
+	old := new(durablev1.TimerRecord)
+	switch err := t.get(key, old); {
+	case err == nil:
+		oldIdx = [][]byte{timerIndexKey(engine.UserTimerOf(old))}
+	case !errors.Is(err, engine.ErrNotFound):
+		return fmt.Errorf("timer %s/%s: %w", wf, id, err)
+	}
+	if err := t.put(key, r); err != nil {
+		return fmt.Errorf("put timer %s/%s: %w", wf, id, err)
+	}
+	return t.replaceIndex(oldIdx, [][]byte{timerIndexKey(engine.UserTimerOf(r))})
+}
+
+func (t *tx) DeleteTimer(workflowID, timerID string) error {
+	old, err := t.GetTimer(workflowID, timerID)
+	if err != nil {
+		return err
+	}
+	if err := t.txn.Delete(timerKey(workflowID, timerID)); err != nil {
+		return fmt.Errorf("delete timer %s/%s: %w", workflowID, timerID, err)
+	}
+	return t.replaceIndex([][]byte{timerIndexKey(engine.UserTimerOf(old))}, nil)
+}
+
+func (t *tx) GetLatency(activityType string) (*durablev1.LatencyRecord, error) {
+	if err := checkPart("activity_type", activityType); err != nil {
+		return nil, err
+	}
+	l := new(durablev1.LatencyRecord)
+	if err := t.get(latencyKey(activityType), l); err != nil {
+		return nil, fmt.Errorf("latency of %q: %w", activityType, err)
+	}
+	return l, nil
+}
+
+func (t *tx) PutLatency(l *durablev1.LatencyRecord) error {
+	if err := checkPart("activity_type", l.GetActivityType()); err != nil {
+		return err
+	}
+	if err := t.put(latencyKey(l.GetActivityType()), l); err != nil {
+		return fmt.Errorf("put latency of %q: %w", l.GetActivityType(), err)
+	}
+	return nil
+}
+
+func (t *tx) ListLatency() ([]*durablev1.LatencyRecord, error) {
+	var out []*durablev1.LatencyRecord
+	err := t.each([]byte{prefixLatency}, func(k, v []byte) (bool, error) {
+		l := new(durablev1.LatencyRecord)
+		out = append(out, l)
+		return true, unmarshal(k, v, l)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list latency: %w", err)
+	}
+	return out, nil
+}
+
+// Counter returns the engine's id sequence; a new store starts at 0.
+func (t *tx) Counter() (int64, error) {
+	item, err := t.txn.Get(counterKey())
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counter: %w", err)
+	}
+	var n int64
+	err = item.Value(func(v []byte) error {
+		n, err = decodeCounter(v)
+		return err
+	})
+	return n, err
+}
+
+func (t *tx) SetCounter(n int64) error {
+	if err := t.txn.Set(counterKey(), encodeCounter(n)); err != nil {
+		return fmt.Errorf("set counter: %w", err)
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,385 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+const (
+	stateScheduled = durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED
+	stateStarted   = durablev1.ActivityState_ACTIVITY_STATE_STARTED
+	stateRetrying  = durablev1.ActivityState_ACTIVITY_STATE_RETRYING
+	stateDead      = durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED
+)
+
+// PollActivityTask leases up to max_tasks due attempts from a queue, waiting
+// for one up to the poll timeout. The lease is not synced before the reply: if
+// the daemon dies, the attempt is delivered again.
+func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivityTaskRequest) (*durablev1.PollActivityTaskResponse, error) {
+	max := int(req.GetMaxTasks())
+	if max <= 0 {
+		max = 1
+	}
+	resp := &durablev1.PollActivityTaskResponse{}
+	k := queueKey{ActivityTask, req.GetTaskQueue()}
+	err := e.longPoll(ctx, k, func(now time.Time) (bool, time.Time, error) {
+		var next time.Time
+		err := e.updateLocked(func(tx Tx, c *change) error {
+			resp.Tasks = resp.Tasks[:0]
+			entries, err := tx.Queued(ActivityTask, k.queue, max)
+			if err != nil {
+				return err
+			}
+			for _, q := range entries {
+				if q.Due.After(now) {
+					next = q.Due
+					break
+				}
+				t, err := e.leaseActivity(tx, c, q, req.GetIdentity(), now)
+				if err != nil {
+					return err
+				}
+				resp.Tasks = append(resp.Tasks, t)
+			}
+			return nil
+		})
+		return len(resp.Tasks) > 0, next, err
+	})
+	return resp, err
+}
+
+func (e *Engine) leaseActivity(tx Tx, c *change, q QueueEntry, identity string, now time.Time) (*durablev1.ActivityTask, error) {
+	a, err := tx.GetActivity(q.WorkflowID, q.ActivityID)
+	if err != nil {
+		return nil, err
+	}
+	in := a.GetInfo()
+	a.LeaseId = e.nextID(c)
+	in.State = stateStarted
+	in.LastStartedTime = ts(now)
+	in.LastWorkerIdentity = identity
+	in.NextAttemptTime = nil
+	deadline, _ := LeaseDeadline(in)
+	in.LeaseDeadline = ts(deadline)
+	e.addAttempt(in, &durablev1.AttemptRecord{Attempt: in.GetAttempt(), Identity: identity, StartedTime: ts(now)})
+	if err := tx.PutActivity(a); err != nil {
+		return nil, err
+	}
+	c.timerAt(deadline)
+	c.upsert(in)
+	return &durablev1.ActivityTask{
+		TaskToken:        encodeToken(&durablev1.TaskToken{WorkflowId: in.GetWorkflowId(), ActivityId: in.GetActivityId(), Attempt: in.GetAttempt(), LeaseId: a.GetLeaseId()}),
+		WorkflowId:       in.GetWorkflowId(),
+		WorkflowType:     a.GetWorkflowType(),
+		ActivityId:       in.GetActivityId(),
+		ActivityType:     in.GetActivityType(),
+		Input:            a.GetInput(),
+		Attempt:          in.GetAttempt(),
+		MaxAttempts:      in.GetMaxAttempts(),
+		HeartbeatDetails: in.GetHeartbeatDetails(),
+		ScheduledTime:    in.GetScheduledTime(),
+		StartedTime:      in.GetLastStartedTime(),
+		Deadline:         in.GetLeaseDeadline(),
+		HeartbeatTimeout: in.GetOptions().GetHeartbeatTimeout(),
+		IdempotencyKey:   in.GetIdempotencyKey(),
+		TaskQueue:        in.GetTaskQueue(),
+	}, nil
+}
+
+func (e *Engine) addAttempt(in *durablev1.PendingActivity, r *durablev1.AttemptRecord) {
+	in.Attempts = append(in.Attempts, r)
+	if over := len(in.Attempts) - e.opts.MaxAttemptRecords; over > 0 {
+		in.Attempts = append(in.Attempts[:0:0], in.Attempts[over:]...)
+		in.AttemptsTruncated += int32(over)
+	}
+}
+
+// leased loads the activity a token names and checks that its lease is the
+// live one.
+func leased(tx Tx, token []byte) (*durablev1.ActivityRecord, error) {
+	t, err := DecodeToken(token)
+	if err != nil {
+		return nil, err
+	}
+	if t.GetActivityId() == "" {
+		return nil, invalid("task_token", "is a workflow task token, not an activity task token")
+	}
+	a, err := tx.GetActivity(t.GetWorkflowId(), t.GetActivityId())
+	if errors.Is(err, ErrNotFound) {
+		// The activity finished, or its workflow closed, or it never was.
+		if _, werr := tx.GetWorkflow(t.GetWorkflowId()); werr == nil {
+			return nil, ErrStaleTask
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a.GetInfo().GetState() != stateStarted || a.GetLeaseId() != t.GetLeaseId() || a.GetInfo().GetAttempt() != t.GetAttempt() {
+		return nil, ErrStaleTask
+	}
+	return a, nil
+}
+
+// CompleteActivityTask records the result of a leased attempt and wakes the
+// workflow.
+func (e *Engine) CompleteActivityTask(ctx context.Context, req *durablev1.CompleteActivityTaskRequest) (*durablev1.Empty, error) {
+	err := e.commit(func(tx Tx, c *change) error {
+		a, err := leased(tx, req.GetTaskToken())
+		if err != nil {
+			return err
+		}
+		now := e.now()
+		w, err := tx.GetWorkflow(a.GetInfo().GetWorkflowId())
+		if err != nil {
+			return err
+		}
+		in := a.GetInfo()
+		e.endAttempt(tx, in, now, nil)
+		e.appendEvents(tx, w, now,
+			&durablev1.HistoryEvent{Type: evActivityStarted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Attempt: in.GetAttempt(), Identity: in.GetLastWorkerIdentity(), ScheduledEventId: a.GetScheduledEventId()},
+			&durablev1.HistoryEvent{Type: evActivityCompleted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Result: req.GetResult(), Identity: req.GetIdentity(), ScheduledEventId: a.GetScheduledEventId()},
+		)
+		return e.finishActivity(tx, c, w, a, now)
+	})
+	return &durablev1.Empty{}, err
+}
+
+// FailActivityTask reports a failed attempt; Decide says what follows.
+func (e *Engine) FailActivityTask(ctx context.Context, req *durablev1.FailActivityRequest) (*durablev1.Empty, error) {
+	err := e.commit(func(tx Tx, c *change) error {
+		a, err := leased(tx, req.GetTaskToken())
+		if err != nil {
+			return err
+		}
+		f := req.GetFailure()
+		if f == nil {
+			f = &durablev1.Failure{Type: "Unknown", Message: "the worker reported no failure"}
+		}
+		return e.failAttempt(tx, c, a, f, e.now())
+	})
+	return &durablev1.Empty{}, err
+}
+
+// failAttempt is the one retry path: reported failures and expired leases both
+// come through here.
+func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *durablev1.Failure, now time.Time) error {
+	in := a.GetInfo()
+	w, err := tx.GetWorkflow(in.GetWorkflowId())
+	if err != nil {
+		return err
+	}
+	e.endAttempt(tx, in, now, f)
+	in.LastFailure = f
+	d := Decide(in, f, now, e.jitter)
+	switch d.Outcome {
+	case OutcomeFail:
+		e.appendEvents(tx, w, now,
+			&durablev1.HistoryEvent{Type: evActivityStarted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Attempt: in.GetAttempt(), Identity: in.GetLastWorkerIdentity(), ScheduledEventId: a.GetScheduledEventId()},
+			&durablev1.HistoryEvent{Type: evActivityFailed, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Failure: f, Attempt: in.GetAttempt(), ScheduledEventId: a.GetScheduledEventId()},
+		)
+		return e.finishActivity(tx, c, w, a, now)
+	case OutcomeDeadLetter:
+		return e.deadLetter(tx, c, w, a, d.Failure, now)
+	}
+	in.State = stateRetrying
+	in.Attempt++
+	in.NextAttemptTime = ts(d.Next)
+	in.LeaseDeadline = nil
+	a.Seq = e.nextID(c)
+	if err := tx.PutActivity(a); err != nil {
+		return err
+	}
+	c.enqueued(ActivityTask, in.GetTaskQueue(), d.Next, now)
+	e.noteTimers(c, a)
+	c.upsert(in)
+	return nil
+}
+
+func (e *Engine) deadLetter(tx Tx, c *change, w *durablev1.WorkflowRecord, a *durablev1.ActivityRecord, f *durablev1.Failure, now time.Time) error {
+	in := a.GetInfo()
+	in.State = stateDead
+	in.LastFailure = f
+	in.DeadLetteredTime = ts(now)
+	in.NextAttemptTime = nil
+	in.LeaseDeadline = nil
+	w.Info.DeadLetters++
+	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
+		Type: evActivityDeadLettered, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(),
+		Attempt: in.GetAttempt(), Failure: f, ScheduledEventId: a.GetScheduledEventId(),
+	})
+	if err := tx.PutActivity(a); err != nil {
+		return err
+	}
+	if err := tx.PutWorkflow(w); err != nil {
+		return err
+	}
+	c.upsert(in)
+	c.workflow(w)
+	e.opts.Logger.Warn("activity dead-lettered", "workflow_id", in.GetWorkflowId(), "activity_id", in.GetActivityId(),
+		"activity_type", in.GetActivityType(), "attempts", in.GetAttempt(), "failure_type", f.GetType())
+	return nil
+}
+
+// endAttempt closes the open attempt record and feeds the latency histogram.
+func (e *Engine) endAttempt(tx Tx, in *durablev1.PendingActivity, now time.Time, f *durablev1.Failure) {
+	n := len(in.Attempts)
+	if n == 0 || in.Attempts[n-1].GetEndedTime() != nil || in.GetState() != stateStarted {
+		return
+	}
+	r := in.Attempts[n-1]
+	r.EndedTime = ts(now)
+	r.Failure = f
+	_ = recordLatency(tx, in.GetActivityType(), now.Sub(r.GetStartedTime().AsTime()), f != nil)
+}
+
+// finishActivity removes a completed or failed activity and wakes its workflow.
+func (e *Engine) finishActivity(tx Tx, c *change, w *durablev1.WorkflowRecord, a *durablev1.ActivityRecord, now time.Time) error {
+	in := a.GetInfo()
+	if err := tx.DeleteActivity(in.GetWorkflowId(), in.GetActivityId()); err != nil {
+		return err
+	}
+	w.Info.PendingActivities--
+	c.remove(in.GetWorkflowId(), in.GetActivityId())
+	e.scheduleWorkflowTask(c, w, now)
+	if err := tx.PutWorkflow(w); err != nil {
+		return err
+	}
+	c.workflow(w)
+	return nil
+}
+
+// RecordHeartbeat moves the lease deadline to now + heartbeat_timeout (never
+// past start-to-close or the schedule-to-close expiry) and stores the details
+// as the checkpoint the next attempt receives.
+func (e *Engine) RecordHeartbeat(ctx context.Context, req *durablev1.HeartbeatRequest) (*durablev1.HeartbeatResponse, error) {
+	resp := &durablev1.HeartbeatResponse{}
+	err := e.commit(func(tx Tx, c *change) error {
+		a, err := leased(tx, req.GetTaskToken())
+		if err != nil {
+			return err
+		}
+		now := e.now()
+		in := a.GetInfo()
+		in.LastHeartbeatTime = ts(now)
+		in.HeartbeatDetails = req.GetDetails()
+		deadline, _ := LeaseDeadline(in)
+		in.LeaseDeadline = ts(deadline)
+		if err := tx.PutActivity(a); err != nil {
+			return err
+		}
+		c.timerAt(deadline)
+		c.upsert(in)
+		resp.Deadline = in.GetLeaseDeadline()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// RedriveDeadLetter puts a dead letter back in its queue as attempt 1, due
+// now, with a fresh schedule-to-close budget. Its heartbeat details stay, so a
+// resumable activity continues from its last checkpoint.
+func (e *Engine) RedriveDeadLetter(ctx context.Context, req *durablev1.RedriveDeadLetterRequest) (*durablev1.RedriveDeadLetterResponse, error) {
+	resp := &durablev1.RedriveDeadLetterResponse{}
+	err := e.commit(func(tx Tx, c *change) error {
+		a, err := tx.GetActivity(req.GetWorkflowId(), req.GetActivityId())
+		if err != nil {
+			return err
+		}
+		in := a.GetInfo()
+		if in.GetState() != stateDead {
+			return ErrNotDeadLettered
+		}
+		w, err := tx.GetWorkflow(in.GetWorkflowId())
+		if err != nil {
+			return err
+		}
+		now := e.now()
+		in.State = stateScheduled
+		in.Attempt = 1
+		in.ScheduledTime = ts(now)
+		in.NextAttemptTime = ts(now)
+		in.DeadLetteredTime = nil
+		in.Redrives++
+		in.ExpirationTime = nil
+		if stc := in.GetOptions().GetScheduleToCloseTimeout().AsDuration(); stc > 0 {
+			in.ExpirationTime = ts(now.Add(stc))
+		}
+		a.Seq = e.nextID(c)
+		w.Info.DeadLetters--
+		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evActivityRedriven, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), ScheduledEventId: a.GetScheduledEventId()})
+		if err := tx.PutActivity(a); err != nil {
+			return err
+		}
+		if err := tx.PutWorkflow(w); err != nil {
+			return err
+		}
+		c.enqueued(ActivityTask, in.GetTaskQueue(), now, now)
+		e.noteTimers(c, a)
+		c.upsert(in)
+		c.workflow(w)
+		resp.Activity = proto.Clone(in).(*durablev1.PendingActivity)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (e *Engine) noteTimers(c *change, a *durablev1.ActivityRecord) {
+	for _, t := range TimersOf(a) {
+		c.timerAt(t.Due)
+	}
+}
+
+// newActivity builds the record of a freshly scheduled activity, filling the
+// options' defaults so describe shows what is in force.
+func (e *Engine) newActivity(c *change, w *durablev1.WorkflowRecord, cmd *durablev1.Command, scheduledEventID int64, now time.Time) *durablev1.ActivityRecord {
+	opts := proto.Clone(cmd.GetActivityOptions()).(*durablev1.ActivityOptions)
+	if opts == nil {
+		opts = &durablev1.ActivityOptions{}
+	}
+	if opts.TaskQueue == "" {
+		opts.TaskQueue = w.GetInfo().GetTaskQueue()
+	}
+	if opts.GetStartToCloseTimeout().AsDuration() <= 0 {
+		stc := e.opts.DefaultStartToClose
+		if s := opts.GetScheduleToCloseTimeout().AsDuration(); s > 0 {
+			stc = s
+		}
+		opts.StartToCloseTimeout = durationpb.New(stc)
+	}
+	maxAttempts := opts.GetRetryPolicy().GetMaxAttempts()
+	if maxAttempts <= 0 {
+		maxAttempts = int32(e.opts.DLQAfterAttempts)
+	}
+	in := &durablev1.PendingActivity{
+		WorkflowId:      w.GetInfo().GetWorkflowId(),
+		ActivityId:      cmd.GetActivityId(),
+		ActivityType:    cmd.GetActivityType(),
+		TaskQueue:       opts.GetTaskQueue(),
+		State:           stateScheduled,
+		Attempt:         1,
+		MaxAttempts:     maxAttempts,
+		ScheduledTime:   ts(now),
+		NextAttemptTime: ts(now),
+		Options:         opts,
+		IdempotencyKey:  w.GetInfo().GetWorkflowId() + "/" + cmd.GetActivityId(),
+	}
+	if s := opts.GetScheduleToCloseTimeout().AsDuration(); s > 0 {
+		in.ExpirationTime = ts(now.Add(s))
+	}
+	return &durablev1.ActivityRecord{
+		Info: in, Input: cmd.GetInput(), ScheduledEventId: scheduledEventID,
+		WorkflowType: w.GetInfo().GetWorkflowType(), Seq: e.nextID(c),
+	}
+}

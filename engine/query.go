@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"context"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+func pageSize(n int32) int {
+	if n <= 0 {
+		return defaultPageSize
+	}
+	return min(int(n), maxPageSize)
+}
+
+// view runs fn in a read-only transaction after firing due timers, so what
+// it reads reflects the engine's clock.
+func (e *Engine) view(fn func(tx Tx) error) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	err := e.fireDueLocked(e.now())
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return e.store.View(fn)
+}
+
+// DescribeWorkflow returns a workflow and its pending activities. With
+// wait_for_close it first waits for the workflow to close, up to the poll
+// timeout or ctx's end, whichever is first.
+func (e *Engine) DescribeWorkflow(ctx context.Context, req *durablev1.DescribeWorkflowRequest) (*durablev1.DescribeWorkflowResponse, error) {
+	if req.GetWaitForClose() {
+		if err := e.waitForClose(ctx, req.GetWorkflowId()); err != nil {
+			return nil, err
+		}
+	}
+	resp := &durablev1.DescribeWorkflowResponse{}
+	err := e.view(func(tx Tx) error {
+		w, err := tx.GetWorkflow(req.GetWorkflowId())
+		if err != nil {
+			return err
+		}
+		resp.Workflow = w.GetInfo()
+		acts, err := tx.Activities(req.GetWorkflowId())
+		if err != nil {
+			return err
+		}
+		for _, a := range acts {
+			resp.PendingActivities = append(resp.PendingActivities, a.GetInfo())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (e *Engine) waitForClose(ctx context.Context, id string) error {
+	ch := make(chan struct{})
+	e.mu.Lock()
+	var running bool
+	err := e.store.View(func(tx Tx) error {
+		w, err := tx.GetWorkflow(id)
+		if err != nil {
+			return err
+		}
+		running = w.GetInfo().GetStatus() == statusRunning
+		return nil
+	})
+	if err == nil && running {
+		e.closeSubs[id] = append(e.closeSubs[id], ch)
+	}
+	e.mu.Unlock()
+	if err != nil || !running {
+		return err
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	case <-e.closeCh:
+	case <-e.clock.After(e.opts.PollTimeout):
+	}
+	e.mu.Lock()
+	subs := e.closeSubs[id]
+	for i, c := range subs {
+		if c == ch {
+			e.closeSubs[id] = append(subs[:i:i], subs[i+1:]...)
+			break
+		}
+	}
+	if len(e.closeSubs[id]) == 0 {
+		delete(e.closeSubs, id)
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// GetWorkflowHistory returns a workflow's events in order.
+func (e *Engine) GetWorkflowHistory(ctx context.Context, req *durablev1.GetWorkflowHistoryRequest) (*durablev1.GetWorkflowHistoryResponse, error) {
+	resp := &durablev1.GetWorkflowHistoryResponse{}
+	err := e.view(func(tx Tx) error {
+		if _, err := tx.GetWorkflow(req.GetWorkflowId()); err != nil {
+			return err
+		}
+		h, err := tx.History(req.GetWorkflowId())
+		resp.Events = h
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// ListWorkflows pages through workflows in id order; the page token is the
+// last id of the previous page.
+func (e *Engine) ListWorkflows(ctx context.Context, req *durablev1.ListWorkflowsRequest) (*durablev1.ListWorkflowsResponse, error) {
+	size := pageSize(req.GetPageSize())
+	resp := &durablev1.ListWorkflowsResponse{}
+	err := e.view(func(tx Tx) error {
+		after := string(req.GetNextPageToken())
+		for len(resp.Workflows) < size {
+			page, err := tx.ListWorkflows(after, size)
+			if err != nil {
+				return err
+			}
+			for _, w := range page {
+				after = w.GetInfo().GetWorkflowId()
+				if req.GetStatus() != durablev1.WorkflowStatus_WORKFLOW_STATUS_UNSPECIFIED && w.GetInfo().GetStatus() != req.GetStatus() {
+					continue
+				}
+				resp.Workflows = append(resp.Workflows, w.GetInfo())
+				if len(resp.Workflows) == size {
+					resp.NextPageToken = []byte(after)
+					return nil
+				}
+			}
+			if len(page) < size {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// ListDeadLetters pages through dead letters, oldest first, that match every
+// filter given.
+func (e *Engine) ListDeadLetters(ctx context.Context, req *durablev1.ListDeadLettersRequest) (*durablev1.ListDeadLettersResponse, error) {
+	size := pageSize(req.GetPageSize())
+	resp := &durablev1.ListDeadLettersResponse{}
+	err := e.view(func(tx Tx) error {
+		last, err := tx.DeadLetters(req.GetNextPageToken(), func(a *durablev1.ActivityRecord) bool {
+			in := a.GetInfo()
+			if f := req.GetWorkflowId(); f != "" && in.GetWorkflowId() != f {
+				return true
+			}
+			if f := req.GetActivityType(); f != "" && in.GetActivityType() != f {
+				return true
+			}
+			if f := req.GetFailureType(); f != "" && in.GetLastFailure().GetType() != f {
+				return true
+			}
+			resp.DeadLetters = append(resp.DeadLetters, in)
+			return len(resp.DeadLetters) < size
+		})
+		if err != nil {
+			return err
+		}
+		if len(resp.DeadLetters) == size {
+			resp.NextPageToken = last
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// ListActivityStats returns attempt latency percentiles per activity type.
+func (e *Engine) ListActivityStats(ctx context.Context, req *durablev1.ListActivityStatsRequest) (*durablev1.ListActivityStatsResponse, error) {
+	resp := &durablev1.ListActivityStatsResponse{}
+	err := e.store.View(func(tx Tx) error {
+		ls, err := tx.ListLatency()
+		for _, l := range ls {
+			resp.Stats = append(resp.Stats, statsOf(l))
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}

@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrWatchLagged ends a watch whose reader fell too far behind; it should
+// watch again and start from a fresh snapshot.
+var ErrWatchLagged = errors.New("watch fell behind; resubscribe for a fresh snapshot")
+
+// watchBuffer is how many change events a watcher may have unread.
+const watchBuffer = 4096
+
+// snapshotChunk bounds the items of one SNAPSHOT event.
+const snapshotChunk = 500
+
+type watcher struct {
+	ch   chan *durablev1.WatchEvent
+	once sync.Once
+	err  error
+	done chan struct{}
+}
+
+func (w *watcher) stop(err error) {
+	w.once.Do(func() {
+		w.err = err
+		close(w.done)
+	})
+}
+
+func (c *change) upsert(in *durablev1.PendingActivity) { c.activities = append(c.activities, in) }
+
+func (c *change) remove(workflowID, activityID string) {
+	c.removed = append(c.removed, &durablev1.ActivityRef{WorkflowId: workflowID, ActivityId: activityID})
+}
+
+func (c *change) workflow(w *durablev1.WorkflowRecord) {
+	c.workflows = append(c.workflows, w.GetInfo())
+}
+
+// publishLocked sends what a transaction changed to every watcher. An item
+// changed twice in one transaction is sent once, in its last state.
+func (e *Engine) publishLocked(c *change) {
+	now := ts(e.now())
+	var events []*durablev1.WatchEvent
+	removed := map[string]bool{}
+	for _, r := range c.removed {
+		removed[r.GetWorkflowId()+"\x00"+r.GetActivityId()] = true
+	}
+	up := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT, ServerTime: now}
+	seen := map[string]bool{}
+	for i := len(c.activities) - 1; i >= 0; i-- {
+		in := c.activities[i]
+		k := in.GetWorkflowId() + "\x00" + in.GetActivityId()
+		if seen[k] || removed[k] {
+			continue
+		}
+		seen[k] = true
+		up.Activities = append(up.Activities, proto.Clone(in).(*durablev1.PendingActivity))
+	}
+	seenWF := map[string]bool{}
+	for i := len(c.workflows) - 1; i >= 0; i-- {
+		w := c.workflows[i]
+		if seenWF[w.GetWorkflowId()] {
+			continue
+		}
+		seenWF[w.GetWorkflowId()] = true
+		up.Workflows = append(up.Workflows, proto.Clone(w).(*durablev1.WorkflowInfo))
+	}
+	if len(c.removed) > 0 {
+		events = append(events, &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE, Removed: c.removed, ServerTime: now})
+	}
+	if len(up.Activities) > 0 || len(up.Workflows) > 0 {
+		events = append(events, up)
+	}
+	for w := range e.watchers {
+		for _, ev := range events {
+			select {
+			case w.ch <- ev:
+			default:
+				w.stop(ErrWatchLagged)
+				delete(e.watchers, w)
+			}
+		}
+	}
+}
+
+// Watch sends a snapshot of every pending activity (dead letters included)
+// and every running workflow plus recently closed ones, then each change, until
+// ctx ends, send fails, the engine closes or the reader falls behind
+// (ErrWatchLagged).
+func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send func(*durablev1.WatchEvent) error) error {
+	w := &watcher{ch: make(chan *durablev1.WatchEvent, watchBuffer), done: make(chan struct{})}
+	var acts []*durablev1.PendingActivity
+	var wfs []*durablev1.WorkflowInfo
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	err := e.store.View(func(tx Tx) error {
+		if err := tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
+			acts = append(acts, a.GetInfo())
+			return true
+		}); err != nil {
+			return err
+		}
+		after := ""
+		for {
+			page, err := tx.ListWorkflows(after, 1000)
+			if err != nil {
+				return err
+			}
+			for _, r := range page {
+				wfs = append(wfs, r.GetInfo())
+			}
+			if len(page) < 1000 {
+				return nil
+			}
+			after = page[len(page)-1].GetInfo().GetWorkflowId()
+		}
+	})
+	if err == nil {
+		e.watchers[w] = struct{}{}
+	}
+	now := ts(e.now())
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		e.mu.Lock()
+		delete(e.watchers, w)
+		e.mu.Unlock()
+	}()
+
+	for len(acts) > 0 || len(wfs) > 0 {
+		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now}
+		n := min(len(acts), snapshotChunk)
+		ev.Activities, acts = acts[:n], acts[n:]
+		m := min(len(wfs), snapshotChunk-n)
+		ev.Workflows, wfs = wfs[:m], wfs[m:]
+		if err := send(ev); err != nil {
+			return err
+		}
+	}
+	if err := send(&durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE, ServerTime: now}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case ev := <-w.ch:
+			if err := send(ev); err != nil {
+				return err
+			}
+		case <-w.done:
+			return w.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,307 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tinyllm/durable/activity"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+const (
+	evWorkflowStarted       = durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
+	evWorkflowCompleted     = durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+	evWorkflowFailed        = durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+	evWorkflowTaskScheduled = durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
+	evWorkflowTaskStarted   = durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED
+	evWorkflowTaskCompleted = durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+	evWorkflowTaskFailed    = durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_FAILED
+	evActivityScheduled     = durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+	evActivityStarted       = durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_STARTED
+	evActivityCompleted     = durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+	evActivityFailed        = durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_FAILED
+	evActivityDeadLettered  = durablev1.EventType_EVENT_TYPE_ACTIVITY_DEAD_LETTERED
+	evActivityRedriven      = durablev1.EventType_EVENT_TYPE_ACTIVITY_REDRIVEN
+	evTimerStarted          = durablev1.EventType_EVENT_TYPE_TIMER_STARTED
+	evTimerFired            = durablev1.EventType_EVENT_TYPE_TIMER_FIRED
+
+	wtNone      = durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE
+	wtScheduled = durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_SCHEDULED
+	wtStarted   = durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_STARTED
+
+	statusRunning   = durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING
+	statusCompleted = durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED
+	statusFailed    = durablev1.WorkflowStatus_WORKFLOW_STATUS_FAILED
+)
+
+// StartWorkflow creates a workflow, records WorkflowExecutionStarted and
+// schedules its first workflow task.
+func (e *Engine) StartWorkflow(ctx context.Context, req *durablev1.StartWorkflowRequest) (*durablev1.StartWorkflowResponse, error) {
+	err := e.commit(func(tx Tx, c *change) error {
+		if _, err := tx.GetWorkflow(req.GetWorkflowId()); err == nil {
+			return ErrAlreadyExists
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		now := e.now()
+		w := &durablev1.WorkflowRecord{
+			Info: &durablev1.WorkflowInfo{
+				WorkflowId: req.GetWorkflowId(), WorkflowType: req.GetWorkflowType(), TaskQueue: req.GetTaskQueue(),
+				Status: statusRunning, StartTime: ts(now),
+			},
+			Input:       req.GetInput(),
+			NextEventId: 1,
+			WtState:     wtNone,
+		}
+		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
+			Type: evWorkflowStarted, WorkflowType: req.GetWorkflowType(), TaskQueue: req.GetTaskQueue(), Input: req.GetInput(),
+		})
+		e.scheduleWorkflowTask(c, w, now)
+		if err := tx.PutWorkflow(w); err != nil {
+			return err
+		}
+		c.workflow(w)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &durablev1.StartWorkflowResponse{WorkflowId: req.GetWorkflowId()}, nil
+}
+
+// appendEvents numbers events, stamps them with now and stores them. The
+// caller writes w.
+func (e *Engine) appendEvents(tx Tx, w *durablev1.WorkflowRecord, now time.Time, events ...*durablev1.HistoryEvent) {
+	for _, ev := range events {
+		ev.EventId = w.NextEventId
+		ev.Time = ts(now)
+		w.NextEventId++
+	}
+	w.Info.HistoryLength = w.NextEventId - 1
+	if err := tx.AppendEvents(w.GetInfo().GetWorkflowId(), events); err != nil {
+		// AppendEvents only fails with the transaction itself, which the
+		// caller's next Put reports; keep the record consistent meanwhile.
+		e.opts.Logger.Error("append history", "workflow_id", w.GetInfo().GetWorkflowId(), "err", err)
+	}
+}
+
+// scheduleWorkflowTask makes sure the workflow code runs again: it schedules a
+// task, leaves a scheduled one alone, or marks a running one dirty so another
+// follows it. The caller writes w.
+func (e *Engine) scheduleWorkflowTask(c *change, w *durablev1.WorkflowRecord, now time.Time) {
+	if w.GetInfo().GetStatus() != statusRunning {
+		return
+	}
+	switch w.GetWtState() {
+	case wtScheduled:
+		return
+	case wtStarted:
+		w.WtDirty = true
+		return
+	}
+	w.WtState = wtScheduled
+	w.WtAttempt = 1
+	w.WtDue = ts(now)
+	w.WtSeq = e.nextID(c)
+	w.WtDirty = false
+	c.enqueued(WorkflowTask, w.GetInfo().GetTaskQueue(), now, now)
+}
+
+// PollWorkflowTask leases the next workflow task of a queue and returns the
+// workflow's whole history.
+func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkflowTaskRequest) (*durablev1.PollWorkflowTaskResponse, error) {
+	resp := &durablev1.PollWorkflowTaskResponse{}
+	k := queueKey{WorkflowTask, req.GetTaskQueue()}
+	err := e.longPoll(ctx, k, func(now time.Time) (bool, time.Time, error) {
+		var next time.Time
+		got := false
+		err := e.updateLocked(func(tx Tx, c *change) error {
+			entries, err := tx.Queued(WorkflowTask, k.queue, 1)
+			if err != nil || len(entries) == 0 {
+				return err
+			}
+			if entries[0].Due.After(now) {
+				next = entries[0].Due
+				return nil
+			}
+			w, err := tx.GetWorkflow(entries[0].WorkflowID)
+			if err != nil {
+				return err
+			}
+			w.WtState = wtStarted
+			w.WtLeaseId = e.nextID(c)
+			w.WtDeadline = ts(now.Add(e.opts.WorkflowTaskTimeout))
+			if err := tx.PutWorkflow(w); err != nil {
+				return err
+			}
+			c.timerAt(w.GetWtDeadline().AsTime())
+			history, err := tx.History(w.GetInfo().GetWorkflowId())
+			if err != nil {
+				return err
+			}
+			resp.TaskToken = encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()})
+			resp.WorkflowId = w.GetInfo().GetWorkflowId()
+			resp.WorkflowType = w.GetInfo().GetWorkflowType()
+			resp.History = history
+			resp.Attempt = w.GetWtAttempt()
+			got = true
+			return nil
+		})
+		return got, next, err
+	})
+	return resp, err
+}
+
+// leasedWorkflow loads the workflow a token names and checks that its task
+// lease is the live one.
+func leasedWorkflow(tx Tx, token []byte) (*durablev1.WorkflowRecord, error) {
+	t, err := DecodeToken(token)
+	if err != nil {
+		return nil, err
+	}
+	if t.GetActivityId() != "" {
+		return nil, invalid("task_token", "is an activity task token, not a workflow task token")
+	}
+	w, err := tx.GetWorkflow(t.GetWorkflowId())
+	if err != nil {
+		return nil, err
+	}
+	if w.GetWtState() != wtStarted || w.GetWtLeaseId() != t.GetLeaseId() || w.GetInfo().GetStatus() != statusRunning {
+		return nil, ErrStaleTask
+	}
+	return w, nil
+}
+
+// CompleteWorkflowTask records the task and applies its commands in order.
+func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *durablev1.CompleteWorkflowTaskRequest) (*durablev1.Empty, error) {
+	err := e.commit(func(tx Tx, c *change) error {
+		w, err := leasedWorkflow(tx, req.GetTaskToken())
+		if err != nil {
+			return err
+		}
+		now := e.now()
+		e.appendEvents(tx, w, now,
+			&durablev1.HistoryEvent{Type: evWorkflowTaskStarted, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()},
+			&durablev1.HistoryEvent{Type: evWorkflowTaskCompleted, Identity: req.GetIdentity()},
+		)
+		for i, cmd := range req.GetCommands() {
+			if w.GetInfo().GetStatus() != statusRunning {
+				return invalid("commands", "command %d follows the command that closed the workflow", i)
+			}
+			if err := e.applyCommand(tx, c, w, i, cmd, now); err != nil {
+				return err
+			}
+		}
+		dirty := w.GetWtDirty()
+		w.WtState, w.WtDirty, w.WtDeadline = wtNone, false, nil
+		if dirty {
+			e.scheduleWorkflowTask(c, w, now)
+		}
+		if err := tx.PutWorkflow(w); err != nil {
+			return err
+		}
+		c.workflow(w)
+		return nil
+	})
+	return &durablev1.Empty{}, err
+}
+
+func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i int, cmd *durablev1.Command, now time.Time) error {
+	id := w.GetInfo().GetWorkflowId()
+	switch cmd.GetType() {
+	case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
+		if _, err := tx.GetActivity(id, cmd.GetActivityId()); err == nil {
+			return invalid("commands", "command %d schedules activity %q, which is already pending", i, cmd.GetActivityId())
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		ev := &durablev1.HistoryEvent{Type: evActivityScheduled, ActivityId: cmd.GetActivityId(), ActivityType: cmd.GetActivityType(), Input: cmd.GetInput()}
+		e.appendEvents(tx, w, now, ev)
+		a := e.newActivity(c, w, cmd, ev.GetEventId(), now)
+		ev.ActivityOptions = a.GetInfo().GetOptions()
+		if err := tx.PutActivity(a); err != nil {
+			return err
+		}
+		w.Info.PendingActivities++
+		c.enqueued(ActivityTask, a.GetInfo().GetTaskQueue(), now, now)
+		e.noteTimers(c, a)
+		c.upsert(a.GetInfo())
+	case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
+		if _, err := tx.GetTimer(id, cmd.GetTimerId()); err == nil {
+			return invalid("commands", "command %d starts timer %q, which is already running", i, cmd.GetTimerId())
+		}
+		ev := &durablev1.HistoryEvent{Type: evTimerStarted, TimerId: cmd.GetTimerId(), TimerDuration: cmd.GetTimerDuration()}
+		e.appendEvents(tx, w, now, ev)
+		t := &durablev1.TimerRecord{WorkflowId: id, TimerId: cmd.GetTimerId(), FireTime: ts(now.Add(cmd.GetTimerDuration().AsDuration())), StartedEventId: ev.GetEventId()}
+		if err := tx.PutTimer(t); err != nil {
+			return err
+		}
+		c.timerAt(t.GetFireTime().AsTime())
+	case durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW:
+		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowCompleted, Result: cmd.GetResult()})
+		w.Info.Result = cmd.GetResult()
+		return e.closeWorkflow(tx, c, w, statusCompleted, now)
+	case durablev1.CommandType_COMMAND_TYPE_FAIL_WORKFLOW:
+		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowFailed, Failure: cmd.GetFailure()})
+		w.Info.Failure = cmd.GetFailure()
+		return e.closeWorkflow(tx, c, w, statusFailed, now)
+	default:
+		return invalid("commands", "command %d has unknown type %v", i, cmd.GetType())
+	}
+	return nil
+}
+
+// closeWorkflow ends a workflow and drops what it left pending: activities
+// (dead letters included) and timers. The caller writes w.
+func (e *Engine) closeWorkflow(tx Tx, c *change, w *durablev1.WorkflowRecord, status durablev1.WorkflowStatus, now time.Time) error {
+	id := w.GetInfo().GetWorkflowId()
+	w.Info.Status = status
+	w.Info.CloseTime = ts(now)
+	acts, err := tx.Activities(id)
+	if err != nil {
+		return err
+	}
+	for _, a := range acts {
+		if err := tx.DeleteActivity(id, a.GetInfo().GetActivityId()); err != nil {
+			return err
+		}
+		c.remove(id, a.GetInfo().GetActivityId())
+	}
+	w.Info.PendingActivities, w.Info.DeadLetters = 0, 0
+	c.closed = append(c.closed, id)
+	return nil
+}
+
+// FailWorkflowTask records a failed workflow task and schedules it again
+// after a backoff, so a fixed worker picks it up.
+func (e *Engine) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkflowTaskRequest) (*durablev1.Empty, error) {
+	err := e.commit(func(tx Tx, c *change) error {
+		w, err := leasedWorkflow(tx, req.GetTaskToken())
+		if err != nil {
+			return err
+		}
+		now := e.now()
+		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Failure: req.GetFailure(), Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()})
+		e.retryWorkflowTask(c, w, now)
+		if err := tx.PutWorkflow(w); err != nil {
+			return err
+		}
+		c.workflow(w)
+		return nil
+	})
+	return &durablev1.Empty{}, err
+}
+
+// retryWorkflowTask schedules the next attempt of a failed or timed-out
+// workflow task after the default backoff.
+func (e *Engine) retryWorkflowTask(c *change, w *durablev1.WorkflowRecord, now time.Time) {
+	due := now.Add(activity.Backoff(nil, int(w.GetWtAttempt())))
+	w.WtState = wtScheduled
+	w.WtAttempt++
+	w.WtDue = ts(due)
+	w.WtDeadline = nil
+	w.WtDirty = false
+	w.WtSeq = e.nextID(c)
+	c.enqueued(WorkflowTask, w.GetInfo().GetTaskQueue(), due, now)
+}

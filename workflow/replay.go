@@ -1,0 +1,311 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// Definition is a workflow function checked for the right shape. Workers
+// build one per registered workflow; authors do not need it.
+type Definition struct {
+	fn     reflect.Value
+	in     reflect.Type // nil without input
+	result bool
+}
+
+var (
+	contextType = reflect.TypeFor[Context]()
+	errorType   = reflect.TypeFor[error]()
+)
+
+// NewDefinition checks that fn has the shape func(Context[, T]) ([R,] error).
+func NewDefinition(fn any) (*Definition, error) {
+	v := reflect.ValueOf(fn)
+	t := v.Type()
+	if t.Kind() != reflect.Func {
+		return nil, fmt.Errorf("workflow must be a function, got %T", fn)
+	}
+	if t.NumIn() < 1 || t.NumIn() > 2 || t.In(0) != contextType {
+		return nil, fmt.Errorf("workflow %s must take (workflow.Context[, input]), got %s", t, t)
+	}
+	if t.NumOut() < 1 || t.NumOut() > 2 || t.Out(t.NumOut()-1) != errorType {
+		return nil, fmt.Errorf("workflow %s must return ([result,] error)", t)
+	}
+	d := &Definition{fn: v, result: t.NumOut() == 2}
+	if t.NumIn() == 2 {
+		d.in = t.In(1)
+	}
+	return d, nil
+}
+
+// TaskParams is one workflow task as the worker polled it.
+type TaskParams struct {
+	WorkflowID   string
+	WorkflowType string
+	TaskQueue    string
+	Attempt      int
+	// History is the whole history, oldest first.
+	History   []*durablev1.HistoryEvent
+	Converter client.DataConverter
+}
+
+// TaskResult is what the worker reports: Commands to complete the task, or a
+// Failure (panic, non-determinism) to fail it so that the daemon retries it.
+type TaskResult struct {
+	Commands []*durablev1.Command
+	Failure  *durablev1.Failure
+}
+
+// Execute replays the history through the workflow function and returns the
+// new commands of the current task.
+func (d *Definition) Execute(p TaskParams) TaskResult {
+	e := newEnv(p)
+	defer e.d.close()
+
+	var input []byte
+	if len(p.History) > 0 && p.History[0].GetType() == durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_STARTED {
+		input = p.History[0].GetInput()
+		e.info.StartTime = p.History[0].GetTime().AsTime()
+		e.now = e.info.StartTime
+	}
+	e.d.spawn("main", func(co *coroutine) {
+		ctx := &wfContext{env: e, co: co}
+		e.result, e.err = d.call(ctx, input, e.conv)
+		e.mainDone = true
+	})
+	stop := func() bool { return e.mainDone }
+
+	e.replaying = true
+	for _, ev := range p.History {
+		switch ev.GetType() {
+		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED,
+			durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+			durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			continue
+		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			if !e.mainDone {
+				e.d.run(stop)
+			}
+			if e.d.failure != nil {
+				return e.failed()
+			}
+			continue
+		}
+		if t := ev.GetTime(); t != nil {
+			e.now = t.AsTime()
+		}
+		e.apply(ev)
+	}
+	e.replaying = false
+	if !e.mainDone {
+		e.d.run(stop)
+	}
+	if e.d.failure != nil {
+		return e.failed()
+	}
+	if n := len(e.commands); n < len(e.history) {
+		ev := e.history[n]
+		return e.nondeterministic(fmt.Sprintf("history event %d is %s, but the workflow code no longer does it (it made only %d of %d recorded calls)",
+			ev.GetEventId(), describeEvent(ev), n, len(e.history)))
+	}
+	cmds := e.commands[len(e.history):]
+	if e.mainDone {
+		cmds = append(cmds, e.closeCommand())
+	}
+	return TaskResult{Commands: cmds}
+}
+
+func (d *Definition) call(ctx *wfContext, input []byte, conv client.DataConverter) ([]byte, error) {
+	args := []reflect.Value{reflect.ValueOf(Context(ctx))}
+	if d.in != nil {
+		v := reflect.New(d.in)
+		if err := conv.FromPayload(input, v.Interface()); err != nil {
+			return nil, activity.NewNonRetryable("BadInput", err.Error())
+		}
+		args = append(args, v.Elem())
+	}
+	out := d.fn.Call(args)
+	if err, _ := out[len(out)-1].Interface().(error); err != nil {
+		return nil, err
+	}
+	if !d.result {
+		return nil, nil
+	}
+	b, err := conv.ToPayload(out[0].Interface())
+	if err != nil {
+		return nil, activity.NewNonRetryable("BadResult", err.Error())
+	}
+	return b, nil
+}
+
+// env is the state of one workflow task's replay.
+type env struct {
+	d         *dispatcher
+	info      Info
+	conv      client.DataConverter
+	now       time.Time
+	replaying bool
+	seq       int
+	coroSeq   int
+	// history are the command events recorded (ActivityTaskScheduled,
+	// TimerStarted) in order; commands are those the code made this time.
+	history    []*durablev1.HistoryEvent
+	commands   []*durablev1.Command
+	activities map[string]*future
+	timers     map[string]*future
+	scheduled  map[int64]*durablev1.HistoryEvent
+	early      map[string]func(*future)
+	mainDone   bool
+	result     []byte
+	err        error
+}
+
+func newEnv(p TaskParams) *env {
+	conv := p.Converter
+	if conv == nil {
+		conv = client.JSON
+	}
+	e := &env{
+		d:          newDispatcher(),
+		conv:       conv,
+		info:       Info{WorkflowID: p.WorkflowID, WorkflowType: p.WorkflowType, TaskQueue: p.TaskQueue, Attempt: p.Attempt},
+		activities: map[string]*future{},
+		timers:     map[string]*future{},
+		scheduled:  map[int64]*durablev1.HistoryEvent{},
+		early:      map[string]func(*future){},
+	}
+	for _, ev := range p.History {
+		switch ev.GetType() {
+		case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			e.scheduled[ev.GetEventId()] = ev
+			e.history = append(e.history, ev)
+		case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
+			e.history = append(e.history, ev)
+		}
+	}
+	return e
+}
+
+func (e *env) nextID() string {
+	e.seq++
+	return strconv.Itoa(e.seq)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// command records a command, checking it against the one history recorded
+// at the same position.
+func (e *env) command(c *durablev1.Command) {
+	n := len(e.commands)
+	e.commands = append(e.commands, c)
+	if n >= len(e.history) {
+		return
+	}
+	ev := e.history[n]
+	var ok bool
+	switch c.GetType() {
+	case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
+		ok = ev.GetType() == durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
+			ev.GetActivityId() == c.GetActivityId() && ev.GetActivityType() == c.GetActivityType()
+	case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
+		ok = ev.GetType() == durablev1.EventType_EVENT_TYPE_TIMER_STARTED && ev.GetTimerId() == c.GetTimerId()
+	}
+	if !ok {
+		panic(nondeterminism{msg: fmt.Sprintf("history event %d is %s, but the workflow code now %s",
+			ev.GetEventId(), describeEvent(ev), describeCommand(c))})
+	}
+}
+
+func describeEvent(ev *durablev1.HistoryEvent) string {
+	switch ev.GetType() {
+	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+		return fmt.Sprintf("ActivityTaskScheduled (activity %s, id %s)", ev.GetActivityType(), ev.GetActivityId())
+	case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
+		return fmt.Sprintf("TimerStarted (timer id %s, %v)", ev.GetTimerId(), ev.GetTimerDuration().AsDuration())
+	}
+	return ev.GetType().String()
+}
+
+func describeCommand(c *durablev1.Command) string {
+	switch c.GetType() {
+	case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
+		return fmt.Sprintf("schedules activity %s (id %s)", c.GetActivityType(), c.GetActivityId())
+	case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
+		return fmt.Sprintf("starts a timer (id %s, %v)", c.GetTimerId(), c.GetTimerDuration().AsDuration())
+	}
+	return c.GetType().String()
+}
+
+// apply hands a result event to its future, or keeps it until the code
+// creates that future.
+func (e *env) apply(ev *durablev1.HistoryEvent) {
+	id := ev.GetActivityId()
+	if id == "" {
+		id = e.scheduled[ev.GetScheduledEventId()].GetActivityId()
+	}
+	var res func(*future)
+	table := e.activities
+	switch ev.GetType() {
+	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+		res = func(f *future) { f.resolve(ev.GetResult(), nil) }
+	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_FAILED:
+		typ := ev.GetActivityType()
+		if typ == "" {
+			typ = e.scheduled[ev.GetScheduledEventId()].GetActivityType()
+		}
+		fl := ev.GetFailure()
+		err := &ActivityError{ActivityID: id, ActivityType: typ, Cause: &activity.Error{
+			Type: fl.GetType(), Message: fl.GetMessage(), NoRetry: fl.GetNonRetryable(),
+		}}
+		res = func(f *future) { f.resolve(nil, err) }
+	case durablev1.EventType_EVENT_TYPE_TIMER_FIRED:
+		id, table = ev.GetTimerId(), e.timers
+		res = func(f *future) { f.resolve(nil, nil) }
+	default:
+		return // dead letters and redrives leave the future pending
+	}
+	if f, ok := table[id]; ok {
+		res(f)
+		return
+	}
+	e.early[id] = res
+}
+
+func (e *env) applyEarly(id string, f *future) {
+	if res, ok := e.early[id]; ok {
+		delete(e.early, id)
+		res(f)
+	}
+}
+
+func (e *env) closeCommand() *durablev1.Command {
+	if e.err == nil {
+		return &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW, Result: e.result}
+	}
+	f := &durablev1.Failure{Type: "Error", Message: e.err.Error()}
+	var ae *activity.Error
+	if errors.As(e.err, &ae) {
+		f.Type, f.NonRetryable = ae.Type, ae.NoRetry
+		f.Message = ae.Message
+		if f.Message == "" {
+			f.Message = e.err.Error()
+		}
+	}
+	return &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_FAIL_WORKFLOW, Failure: f}
+}
+
+func (e *env) failed() TaskResult {
+	f := e.d.failure
+	return TaskResult{Failure: &durablev1.Failure{Type: f.typ, Message: f.message, Details: f.details}}
+}
+
+func (e *env) nondeterministic(msg string) TaskResult {
+	return TaskResult{Failure: &durablev1.Failure{Type: "NonDeterminism", Message: msg}}
+}

@@ -246,7 +246,7 @@ func (e *Engine) finishActivity(tx Tx, c *change, w *durablev1.WorkflowRecord, a
 	}
 	w.Info.PendingActivities--
 	c.remove(in.GetWorkflowId(), in.GetActivityId())
-	e.scheduleWorkflowTask(c, w, now)
+	e.scheduleWorkflowTask(tx, c, w, now)
 	if err := tx.PutWorkflow(w); err != nil {
 		return err
 	}

@@ -110,6 +110,9 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		return ignoreNotFound(err)
 	}
 	in := a.GetInfo()
+	// The attempt ended at its deadline, however late the engine noticed
+	// (after a restart, say): the backoff counts from then.
+	now = t.Due
 	switch t.Kind {
 	case ActivityLeaseTimer:
 		deadline, why := LeaseDeadline(in)
@@ -176,7 +179,7 @@ func (e *Engine) fireUserTimer(tx Tx, c *change, t Timer, now time.Time) error {
 		return nil
 	}
 	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evTimerFired, TimerId: t.ID})
-	e.scheduleWorkflowTask(c, w, now)
+	e.scheduleWorkflowTask(tx, c, w, now)
 	if err := tx.PutWorkflow(w); err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func (e *Engine) StartWorkflow(ctx context.Context, req *durablev1.StartWorkflow
 		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
 			Type: evWorkflowStarted, WorkflowType: req.GetWorkflowType(), TaskQueue: req.GetTaskQueue(), Input: req.GetInput(),
 		})
-		e.scheduleWorkflowTask(c, w, now)
+		e.scheduleWorkflowTask(tx, c, w, now)
 		if err := tx.PutWorkflow(w); err != nil {
 			return err
 		}
@@ -89,7 +89,7 @@ func (e *Engine) appendEvents(tx Tx, w *durablev1.WorkflowRecord, now time.Time,
 // scheduleWorkflowTask makes sure the workflow code runs again: it schedules a
 // task, leaves a scheduled one alone, or marks a running one dirty so another
 // follows it. The caller writes w.
-func (e *Engine) scheduleWorkflowTask(c *change, w *durablev1.WorkflowRecord, now time.Time) {
+func (e *Engine) scheduleWorkflowTask(tx Tx, c *change, w *durablev1.WorkflowRecord, now time.Time) {
 	if w.GetInfo().GetStatus() != statusRunning {
 		return
 	}
@@ -105,6 +105,7 @@ func (e *Engine) scheduleWorkflowTask(c *change, w *durablev1.WorkflowRecord, no
 	w.WtDue = ts(now)
 	w.WtSeq = e.nextID(c)
 	w.WtDirty = false
+	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskScheduled, TaskQueue: w.GetInfo().GetTaskQueue()})
 	c.enqueued(WorkflowTask, w.GetInfo().GetTaskQueue(), now, now)
 }
 
@@ -196,7 +197,7 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *durablev1.Comple
 		dirty := w.GetWtDirty()
 		w.WtState, w.WtDirty, w.WtDeadline = wtNone, false, nil
 		if dirty {
-			e.scheduleWorkflowTask(c, w, now)
+			e.scheduleWorkflowTask(tx, c, w, now)
 		}
 		if err := tx.PutWorkflow(w); err != nil {
 			return err

@@ -1,0 +1,111 @@
+package worker
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// maxBatch bounds the tasks one activity poll asks for.
+const maxBatch = 16
+
+// pollActivityTasks long-polls while at least one attempt slot is free,
+// asking for as many tasks as there are free slots. Errors (the daemon
+// restarting, say) back off and poll again; only Stop ends the loop.
+func (w *Worker) pollActivityTasks() {
+	defer w.pollers.Done()
+	slots := make(chan struct{}, w.opts.MaxConcurrentActivities)
+	release := func() { <-slots }
+	var bo backoff
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-w.pollCtx.Done():
+			return
+		}
+		n := 1
+	fill:
+		for n < maxBatch {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break fill
+			}
+		}
+		resp, err := w.c.Service().PollActivityTask(w.pollCtx, &durablev1.PollActivityTaskRequest{
+			TaskQueue: w.queue, Identity: w.opts.Identity, MaxTasks: int32(n),
+		})
+		tasks := resp.GetTasks()
+		for range n - len(tasks) {
+			release()
+		}
+		for _, t := range tasks {
+			w.startAttempt(t, release)
+		}
+		if err != nil {
+			if w.pollCtx.Err() != nil {
+				return
+			}
+			w.log.Warn("poll activity tasks", "err", err)
+			bo.wait(w.pollCtx)
+			continue
+		}
+		bo.reset()
+	}
+}
+
+// pollWorkflowTasks long-polls for workflow tasks while a slot is free.
+func (w *Worker) pollWorkflowTasks(slots chan struct{}) {
+	defer w.pollers.Done()
+	var bo backoff
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-w.pollCtx.Done():
+			return
+		}
+		resp, err := w.c.Service().PollWorkflowTask(w.pollCtx, &durablev1.PollWorkflowTaskRequest{
+			TaskQueue: w.queue, Identity: w.opts.Identity,
+		})
+		if len(resp.GetTaskToken()) > 0 {
+			w.wfTasks.Add(1)
+			go func() {
+				defer w.wfTasks.Done()
+				defer func() { <-slots }()
+				w.runWorkflowTask(resp)
+			}()
+		} else {
+			<-slots
+		}
+		if err != nil {
+			if w.pollCtx.Err() != nil {
+				return
+			}
+			w.log.Warn("poll workflow tasks", "err", err)
+			bo.wait(w.pollCtx)
+			continue
+		}
+		bo.reset()
+	}
+}
+
+// backoff spaces out retries of a failing poll: 100 ms doubling to 5 s, with
+// jitter so that many workers do not come back at once.
+type backoff struct{ n int }
+
+func (b *backoff) reset() { b.n = 0 }
+
+func (b *backoff) wait(ctx context.Context) {
+	d := min(100*time.Millisecond<<min(b.n, 6), 5*time.Second)
+	b.n++
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

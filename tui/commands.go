@@ -1,0 +1,101 @@
+package tui
+
+import (
+	"context"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// Every call to the daemon happens here, inside a tea.Cmd, so Update never
+// blocks and tests can see every call through the Backend.
+
+// callTimeout bounds one unary call so a hung daemon cannot wedge a redrive.
+const callTimeout = 10 * time.Second
+
+type watchStream struct {
+	WatchStream
+	cancel context.CancelFunc
+}
+
+type (
+	streamOpenedMsg struct {
+		gen    int
+		stream *watchStream
+	}
+	watchEventMsg struct {
+		gen int
+		ev  *durablev1.WatchEvent
+	}
+	streamErrMsg struct {
+		gen int
+		err error
+	}
+	reconnectMsg struct{ gen int }
+	tickMsg      struct{ now time.Time }
+	historyMsg   struct {
+		workflowID string
+		events     []*durablev1.HistoryEvent
+		err        error
+	}
+	redriveTickMsg   struct{ job int }
+	redriveResultMsg struct {
+		job int
+		ref ref
+		err error
+	}
+)
+
+func connectCmd(ctx context.Context, b Backend, gen int) tea.Cmd {
+	return func() tea.Msg {
+		sctx, cancel := context.WithCancel(ctx)
+		s, err := b.Watch(sctx)
+		if err != nil {
+			cancel()
+			return streamErrMsg{gen: gen, err: err}
+		}
+		return streamOpenedMsg{gen: gen, stream: &watchStream{WatchStream: s, cancel: cancel}}
+	}
+}
+
+func recvCmd(s *watchStream, gen int) tea.Cmd {
+	return func() tea.Msg {
+		ev, err := s.Recv()
+		if err != nil {
+			s.cancel()
+			return streamErrMsg{gen: gen, err: err}
+		}
+		return watchEventMsg{gen: gen, ev: ev}
+	}
+}
+
+func reconnectCmd(d time.Duration, gen int) tea.Cmd {
+	return tea.Tick(d, func(time.Time) tea.Msg { return reconnectMsg{gen: gen} })
+}
+
+func tickCmd(d time.Duration, clock func() time.Time) tea.Cmd {
+	return tea.Tick(d, func(time.Time) tea.Msg { return tickMsg{now: clock()} })
+}
+
+func historyCmd(ctx context.Context, b Backend, workflowID string) tea.Cmd {
+	return func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		events, err := b.GetWorkflowHistory(cctx, workflowID)
+		return historyMsg{workflowID: workflowID, events: events, err: err}
+	}
+}
+
+func redriveCmd(ctx context.Context, b Backend, job int, r ref) tea.Cmd {
+	return func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		err := b.RedriveDeadLetter(cctx, r.workflowID, r.activityID)
+		return redriveResultMsg{job: job, ref: r, err: err}
+	}
+}
+
+func redriveTickCmd(d time.Duration, job int) tea.Cmd {
+	return tea.Tick(d, func(time.Time) tea.Msg { return redriveTickMsg{job: job} })
+}

@@ -1,0 +1,225 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tinyllm/durable/activity"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// recentHistory is how many of the workflow's last events the detail shows.
+const recentHistory = 12
+
+// detailView is the selected activity in full. It reads the live activity,
+// so countdowns and heartbeats move while it is open.
+func (m Model) detailView(h int) string {
+	a := m.detailActivity()
+	if a == nil {
+		return ""
+	}
+	lines := m.detailLines(a)
+	from := min(m.detail.scroll, max(len(lines)-h, 0))
+	return strings.Join(lines[from:], "\n")
+}
+
+func (m Model) detailLines(a *durablev1.PendingActivity) []string {
+	st := m.styles
+	var lines []string
+	field := func(label, value string) {
+		lines = append(lines, st.Label.Render(fmt.Sprintf("  %-13s", label))+value)
+	}
+	more := func(value string) { lines = append(lines, strings.Repeat(" ", 15)+value) }
+
+	title := fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType())
+	if _, live := m.st.acts[m.detail.key]; !live {
+		title += st.Muted.Render("  (no longer pending: completed or failed)")
+	}
+	lines = append(lines, st.Title.Render(title), "")
+
+	w := waitOf(a, m.now)
+	state := st.state(a.GetState()).Render(stateName(a.GetState())) +
+		fmt.Sprintf(" · attempt %d of %d", a.GetAttempt(), a.GetMaxAttempts())
+	switch {
+	case w.countdown != "" && a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_STARTED:
+		state += " · lease ends in " + w.countdown
+	case w.countdown != "":
+		state += " · next try " + strings.TrimPrefix(w.countdown+" ", "due now ") + "(" + w.reason + ")"
+	}
+	field("state", state)
+	field("key", a.GetIdempotencyKey())
+	queue := a.GetTaskQueue()
+	if id := a.GetLastWorkerIdentity(); id != "" {
+		queue += " · last worker " + id
+	}
+	if a.GetRedrives() > 0 {
+		queue += fmt.Sprintf(" · redriven %d×", a.GetRedrives())
+	}
+	field("queue", queue)
+	field("retry policy", policyLine(a.GetOptions().GetRetryPolicy()))
+	field("timeouts", timeoutsLine(a.GetOptions()))
+	field("schedule", retrySchedule(a, m.now))
+	if t := a.GetExpirationTime(); t != nil {
+		field("budget", "schedule-to-close runs out in "+span(t.AsTime().Sub(m.now)))
+	}
+
+	lines = append(lines, "")
+	if f := a.GetLastFailure(); f != nil {
+		field("last failure", st.Failed.Render(failureLine(f)))
+		if f.GetNonRetryable() {
+			more("non-retryable")
+		}
+		for _, l := range pretty(f.GetDetails()) {
+			more(st.Muted.Render(l))
+		}
+	} else {
+		field("last failure", st.Muted.Render("none"))
+	}
+	if t := a.GetLastHeartbeatTime(); t != nil || len(a.GetHeartbeatDetails()) > 0 {
+		field("heartbeat", age(m.now, t))
+		for _, l := range pretty(a.GetHeartbeatDetails()) {
+			more(l)
+		}
+	}
+
+	lines = append(lines, "")
+	trail := a.GetAttempts()
+	label := "attempts"
+	if a.GetAttemptsTruncated() > 0 {
+		more(st.Muted.Render(fmt.Sprintf("(%d earlier attempts not kept)", a.GetAttemptsTruncated())))
+	}
+	for _, r := range trail {
+		field(label, m.attemptLine(r))
+		label = ""
+	}
+	if len(trail) == 0 {
+		field(label, st.Muted.Render("not started yet"))
+	}
+
+	lines = append(lines, "")
+	switch {
+	case m.detail.loading:
+		field("history", st.Muted.Render("loading…"))
+	case m.detail.historyErr != "":
+		field("history", st.Warning.Render(m.detail.historyErr))
+	default:
+		events := m.detail.history
+		label := "history"
+		if len(events) > recentHistory {
+			label = fmt.Sprintf("last %d of %d", recentHistory, len(events))
+			events = events[len(events)-recentHistory:]
+		}
+		var origin time.Time
+		if len(m.detail.history) > 0 {
+			origin = m.detail.history[0].GetTime().AsTime()
+		}
+		for _, e := range events {
+			field(label, eventLine(e, origin))
+			label = ""
+		}
+	}
+	return lines
+}
+
+func (m Model) attemptLine(r *durablev1.AttemptRecord) string {
+	s := fmt.Sprintf("#%d", r.GetAttempt())
+	if id := r.GetIdentity(); id != "" {
+		s += " " + id
+	}
+	if t := r.GetStartedTime(); t != nil {
+		s += " · started " + age(m.now, t)
+		if e := r.GetEndedTime(); e != nil {
+			s += " · ran " + span(e.AsTime().Sub(t.AsTime()))
+		} else {
+			s += " · running"
+		}
+	}
+	if f := r.GetFailure(); f != nil {
+		s += " · " + m.styles.Failed.Render(failureLine(f))
+	}
+	return s
+}
+
+func policyLine(p *durablev1.RetryPolicy) string {
+	s := fmt.Sprintf("initial %s · backoff ×%g · max interval %s",
+		shortDur(activity.Backoff(p, 1)), effectiveFactor(p), shortDur(activity.Backoff(p, 1000)))
+	if n := p.GetMaxAttempts(); n > 0 {
+		s += fmt.Sprintf(" · max attempts %d", n)
+	}
+	if nr := p.GetNonRetryable(); len(nr) > 0 {
+		s += " · never retried: " + strings.Join(nr, ", ")
+	}
+	return s
+}
+
+func effectiveFactor(p *durablev1.RetryPolicy) float64 {
+	if f := p.GetBackoff(); f >= 1 {
+		return f
+	}
+	return activity.DefaultBackoff
+}
+
+// shortDur prints whole units without trailing zeros: 1s, 1m, 1m30s, 250ms.
+func shortDur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func timeoutsLine(o *durablev1.ActivityOptions) string {
+	d := func(p *durationpb.Duration) string {
+		if p == nil {
+			return "—"
+		}
+		return shortDur(p.AsDuration())
+	}
+	return fmt.Sprintf("start-to-close %s · heartbeat %s · schedule-to-start %s · schedule-to-close %s",
+		d(o.GetStartToCloseTimeout()), d(o.GetHeartbeatTimeout()), d(o.GetScheduleToStartTimeout()), d(o.GetScheduleToCloseTimeout()))
+}
+
+// retrySchedule tells when the activity tries again and when it gives up. The
+// times after the next are upper bounds: the daemon draws a full jitter below
+// each backoff, and an attempt's own run time comes on top.
+func retrySchedule(a *durablev1.PendingActivity, now time.Time) string {
+	n, maxN := int(a.GetAttempt()), int(a.GetMaxAttempts())
+	p := a.GetOptions().GetRetryPolicy()
+	if a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED {
+		return fmt.Sprintf("gave up after attempt %d; a redrive starts again at attempt 1", n)
+	}
+	if maxN <= 0 {
+		return "unknown: no max attempts"
+	}
+	var parts []string
+	var at time.Duration
+	next := n + 1
+	switch a.GetState() {
+	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED:
+		next = n
+		fallthrough
+	case durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
+		if t := a.GetNextAttemptTime(); t != nil {
+			at = max(t.AsTime().Sub(now), 0)
+		}
+		parts = append(parts, fmt.Sprintf("attempt %d at +%s", next, span(at)))
+	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
+		parts = append(parts, fmt.Sprintf("if attempt %d fails:", n))
+		next = n
+	}
+	const shown = 5
+	for k := next + 1; k <= maxN; k++ {
+		at += activity.Backoff(p, k-1)
+		if k-next > shown {
+			parts = append(parts, "…")
+			break
+		}
+		parts = append(parts, fmt.Sprintf("attempt %d at ~+%s", k, span(at)))
+	}
+	return strings.Join(parts, " · ") + fmt.Sprintf(" · gives up after attempt %d", maxN)
+}

@@ -1,0 +1,231 @@
+package tui
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// noWorkerAfter is how long a due activity may sit in its queue before the
+// console blames the absence of a polling worker rather than normal hand-off.
+const noWorkerAfter = 2 * time.Second
+
+func stateName(s durablev1.ActivityState) string {
+	switch s {
+	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED:
+		return "scheduled"
+	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
+		return "running"
+	case durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
+		return "retrying"
+	case durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED:
+		return "dead-lettered"
+	}
+	return "unknown"
+}
+
+func statusName(s durablev1.WorkflowStatus) string {
+	switch s {
+	case durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING:
+		return "running"
+	case durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED:
+		return "completed"
+	case durablev1.WorkflowStatus_WORKFLOW_STATUS_FAILED:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// eventName turns EVENT_TYPE_ACTIVITY_TASK_SCHEDULED into ActivityTaskScheduled.
+func eventName(t durablev1.EventType) string {
+	name := strings.TrimPrefix(t.String(), "EVENT_TYPE_")
+	var b strings.Builder
+	for _, w := range strings.Split(name, "_") {
+		if w == "" {
+			continue
+		}
+		b.WriteString(w[:1])
+		b.WriteString(strings.ToLower(w[1:]))
+	}
+	return b.String()
+}
+
+// span formats a non-negative duration compactly: tenths under ten seconds
+// (so a countdown visibly moves), then 42s, 3m05s, 2h07m, 3d04h.
+func span(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", float64(d/(100*time.Millisecond))/10)
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%dd%02dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+}
+
+// age formats how long ago t was, or "" when t is unset.
+func age(now time.Time, t *timestamppb.Timestamp) string {
+	if t == nil {
+		return ""
+	}
+	return span(now.Sub(t.AsTime())) + " ago"
+}
+
+// wait says what an activity is waiting for and until when, from the absolute
+// times the daemon sent and the console's clock.
+type wait struct {
+	countdown string // "4.2s", "due now", "" when nothing is due
+	reason    string // "backoff", "no worker polling", "lease", "redrive"
+	urgent    bool   // under ten seconds: the console ticks faster
+	stuck     bool   // due and nobody is taking it
+}
+
+func waitOf(a *durablev1.PendingActivity, now time.Time) wait {
+	switch a.GetState() {
+	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
+		due := a.GetNextAttemptTime()
+		if due == nil {
+			due = a.GetScheduledTime()
+		}
+		left := due.AsTime().Sub(now)
+		if left > 0 {
+			return wait{countdown: span(left), reason: "backoff", urgent: left < 10*time.Second}
+		}
+		if -left > noWorkerAfter {
+			return wait{countdown: "due now", reason: "no worker polling", stuck: true}
+		}
+		return wait{countdown: "due now", reason: "queued", urgent: true}
+	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
+		if a.GetLeaseDeadline() == nil {
+			return wait{reason: "lease"}
+		}
+		left := a.GetLeaseDeadline().AsTime().Sub(now)
+		if left <= 0 {
+			return wait{countdown: "expired", reason: "lease", urgent: true}
+		}
+		return wait{countdown: span(left), reason: "lease", urgent: left < 10*time.Second}
+	case durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED:
+		return wait{reason: "redrive"}
+	}
+	return wait{}
+}
+
+// failureLine is "Type: message" on one line.
+func failureLine(f *durablev1.Failure) string {
+	if f == nil {
+		return ""
+	}
+	msg := oneLine(f.GetMessage())
+	switch {
+	case f.GetType() == "":
+		return msg
+	case msg == "":
+		return f.GetType()
+	}
+	return f.GetType() + ": " + msg
+}
+
+// oneLine squeezes whitespace runs (newlines included) into single spaces and
+// drops control characters, so a payload cannot break the table.
+func oneLine(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			space = b.Len() > 0
+			continue
+		}
+		if !unicode.IsPrint(r) {
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// preview shows bytes on one line: compact JSON when it is JSON, the text when
+// it is printable, a size otherwise.
+func preview(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if json.Valid(b) {
+		var buf bytes.Buffer
+		if json.Compact(&buf, b) == nil {
+			return oneLine(buf.String())
+		}
+	}
+	if isText(b) {
+		return oneLine(string(b))
+	}
+	return fmt.Sprintf("<%d bytes>", len(b))
+}
+
+// pretty shows bytes over several lines: indented JSON when it is JSON, the
+// text when it is printable, a hex dump head otherwise.
+func pretty(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	if json.Valid(b) {
+		var buf bytes.Buffer
+		if json.Indent(&buf, b, "", "  ") == nil {
+			return strings.Split(buf.String(), "\n")
+		}
+	}
+	if isText(b) {
+		return strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	}
+	n := min(len(b), 32)
+	return []string{fmt.Sprintf("<%d bytes> % x…", len(b), b[:n])}
+}
+
+func isText(b []byte) bool {
+	for _, r := range string(b) {
+		if r == unicode.ReplacementChar || (!unicode.IsPrint(r) && !unicode.IsSpace(r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// plural formats "1 dead letter" / "3 dead letters".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%s %s", thousands(n), many)
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	if n < 0 || len(s) <= 3 {
+		return s
+	}
+	var b strings.Builder
+	pre := len(s) % 3
+	b.WriteString(s[:pre])
+	for i := pre; i < len(s); i += 3 {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s[i : i+3])
+	}
+	return b.String()
+}

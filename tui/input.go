@@ -1,0 +1,229 @@
+package tui
+
+import (
+	"fmt"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+// key routes a key press: the dialog first, then the filter input, then the
+// bindings of the current screen.
+func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if m.confirm != nil {
+		return m.answerConfirm(msg)
+	}
+	if m.filtering {
+		return m.filterKey(msg)
+	}
+	m.flash = ""
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Quit):
+		return m, tea.Quit
+	case key.Matches(msg, k.Help):
+		m.help.ShowAll = !m.help.ShowAll
+		return m.clampAll(), nil
+	case key.Matches(msg, k.Attempts):
+		return m.show(screenAttempts), nil
+	case key.Matches(msg, k.DeadLetter):
+		return m.show(screenDeadLetters), nil
+	case key.Matches(msg, k.Workflows):
+		return m.show(screenWorkflows), nil
+	case key.Matches(msg, k.NextView):
+		next := screenAttempts
+		switch m.screen {
+		case screenAttempts:
+			next = screenDeadLetters
+		case screenDeadLetters:
+			next = screenWorkflows
+		}
+		return m.show(next), nil
+	case key.Matches(msg, k.Up):
+		return m.move(-1), nil
+	case key.Matches(msg, k.Down):
+		return m.move(1), nil
+	case key.Matches(msg, k.PageUp):
+		return m.move(-m.bodyRows()), nil
+	case key.Matches(msg, k.PageDown):
+		return m.move(m.bodyRows()), nil
+	case key.Matches(msg, k.Top):
+		return m.move(-1 << 30), nil
+	case key.Matches(msg, k.Bottom):
+		return m.move(1 << 30), nil
+	case key.Matches(msg, k.Back):
+		return m.escape(), nil
+	case key.Matches(msg, k.Filter):
+		if m.screen > screenWorkflows {
+			return m, nil
+		}
+		m.filtering = true
+		m.input.SetValue(m.filterText())
+		m.input.CursorEnd()
+		return m, m.input.Focus()
+	case key.Matches(msg, k.Open):
+		return m.open()
+	case key.Matches(msg, k.Group):
+		if m.screen == screenDeadLetters {
+			m.grouped = !m.grouped
+			return m.clampAll(), nil
+		}
+	case key.Matches(msg, k.Redrive):
+		return m.redriveSelected(), nil
+	case key.Matches(msg, k.RedriveAll):
+		return m.redriveAll(), nil
+	}
+	return m, nil
+}
+
+// show switches to a list screen.
+func (m Model) show(s screen) Model {
+	m.screen = s
+	return m.clamp(s)
+}
+
+// escape leaves the detail or timeline, or else clears the filter and grouping.
+func (m Model) escape() Model {
+	switch m.screen {
+	case screenDetail, screenTimeline:
+		m.screen = m.back
+		return m
+	}
+	if m.filterText() != "" {
+		return m.setFilter("")
+	}
+	if m.screen == screenDeadLetters && m.grouped {
+		m.grouped = false
+		return m.clampAll()
+	}
+	return m
+}
+
+func (m Model) filterKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	switch msg.Type {
+	case tea.KeyEsc:
+		m.filtering = false
+		m.input.Blur()
+		return m.setFilter(""), nil
+	case tea.KeyEnter:
+		m.filtering = false
+		m.input.Blur()
+		return m, nil
+	case tea.KeyCtrlC:
+		return m, tea.Quit
+	}
+	var cmd tea.Cmd
+	m.input, cmd = m.input.Update(msg)
+	if m.input.Value() != m.filterText() {
+		m = m.setFilter(m.input.Value())
+	}
+	return m, cmd
+}
+
+func (m Model) filterText() string {
+	switch m.screen {
+	case screenAttempts:
+		return m.st.attempts.filter.text
+	case screenDeadLetters:
+		return m.st.dead.filter.text
+	case screenWorkflows:
+		return m.st.wfFilter.text
+	}
+	return ""
+}
+
+// setFilter rebuilds the current list for a new filter and resets its cursor.
+func (m Model) setFilter(text string) Model {
+	f := parseFilter(text)
+	switch m.screen {
+	case screenAttempts:
+		m.st.refilterActivities(false, f)
+	case screenDeadLetters:
+		m.st.refilterActivities(true, f)
+		m.groupList = list{}
+	case screenWorkflows:
+		m.st.refilterWorkflows(f)
+	default:
+		return m
+	}
+	m.lists[m.screen] = list{}
+	return m.clamp(m.screen)
+}
+
+// open drills down: an activity to its detail, a group to its letters, a
+// workflow to its timeline. History is fetched here, once per open.
+func (m Model) open() (tea.Model, tea.Cmd) {
+	switch m.screen {
+	case screenAttempts, screenDeadLetters:
+		if g := m.selectedGroup(); g != nil {
+			m.grouped = false
+			m = m.setFilter("fail:" + g.typ)
+			return m, nil
+		}
+		a := m.selectedActivity()
+		if a == nil {
+			return m, nil
+		}
+		m.back, m.screen = m.screen, screenDetail
+		m.detail = detail{key: keyOf(a), last: a, loading: true}
+		return m, historyCmd(m.p.Context, m.p.Backend, a.GetWorkflowId())
+	case screenWorkflows:
+		l := m.lists[screenWorkflows]
+		if l.cursor >= m.st.workflows.Len() {
+			return m, nil
+		}
+		w := m.st.workflows.At(l.cursor)
+		m.back, m.screen = m.screen, screenTimeline
+		m.timeline = timeline{workflowID: w.GetWorkflowId(), loading: true}
+		return m, historyCmd(m.p.Context, m.p.Backend, w.GetWorkflowId())
+	}
+	return m, nil
+}
+
+// redriveSelected asks to redrive the letter (or group) under the cursor, or
+// the one in the detail pane.
+func (m Model) redriveSelected() Model {
+	switch m.screen {
+	case screenDeadLetters:
+		if g := m.selectedGroup(); g != nil {
+			return m.askGroup(g)
+		}
+		if a := m.selectedActivity(); a != nil {
+			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()))
+		}
+	case screenDetail:
+		if a := m.detailActivity(); a != nil && isDead(a) {
+			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()))
+		}
+	}
+	return m
+}
+
+// redriveAll asks to redrive every letter the dead-letter view shows: the
+// selected group when grouped, else everything matching the filter.
+func (m Model) redriveAll() Model {
+	if m.screen != screenDeadLetters {
+		return m
+	}
+	if g := m.selectedGroup(); g != nil {
+		return m.askGroup(g)
+	}
+	set := m.st.dead.set
+	refs := make([]ref, 0, set.Len())
+	for i := 0; i < set.Len(); i++ {
+		refs = append(refs, refOf(set.At(i)))
+	}
+	what := "every dead letter"
+	if t := m.st.dead.filter.text; t != "" {
+		what = fmt.Sprintf("every dead letter matching %q", t)
+	}
+	return m.askRedrive(refs, what)
+}
+
+func (m Model) askGroup(g *failureGroup) Model {
+	refs := make([]ref, 0, g.count())
+	for i := 0; i < g.members.Len(); i++ {
+		refs = append(refs, refOf(g.members.At(i)))
+	}
+	return m.askRedrive(refs, "every dead letter failing with "+g.typ)
+}

@@ -1,0 +1,91 @@
+package tui
+
+import "github.com/charmbracelet/bubbles/key"
+
+// KeyMap is every binding of the console. Screens show the subset that applies
+// to them through the help bar; FullHelp (on ?) shows them all.
+type KeyMap struct {
+	Up         key.Binding
+	Down       key.Binding
+	PageUp     key.Binding
+	PageDown   key.Binding
+	Top        key.Binding
+	Bottom     key.Binding
+	Attempts   key.Binding
+	DeadLetter key.Binding
+	Workflows  key.Binding
+	NextView   key.Binding
+	Filter     key.Binding
+	Open       key.Binding
+	Back       key.Binding
+	Redrive    key.Binding
+	RedriveAll key.Binding
+	Group      key.Binding
+	Help       key.Binding
+	Quit       key.Binding
+}
+
+// DefaultKeyMap is the k9s/lazygit-style keyboard model.
+func DefaultKeyMap() KeyMap {
+	return KeyMap{
+		Up:         key.NewBinding(key.WithKeys("k", "up"), key.WithHelp("↑/k", "up")),
+		Down:       key.NewBinding(key.WithKeys("j", "down"), key.WithHelp("↓/j", "down")),
+		PageUp:     key.NewBinding(key.WithKeys("pgup", "ctrl+u"), key.WithHelp("pgup", "page up")),
+		PageDown:   key.NewBinding(key.WithKeys("pgdown", "ctrl+d", " "), key.WithHelp("pgdn", "page down")),
+		Top:        key.NewBinding(key.WithKeys("home"), key.WithHelp("home", "first")),
+		Bottom:     key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("end/G", "last")),
+		Attempts:   key.NewBinding(key.WithKeys("1"), key.WithHelp("1", "attempts")),
+		DeadLetter: key.NewBinding(key.WithKeys("2"), key.WithHelp("2", "dead letters")),
+		Workflows:  key.NewBinding(key.WithKeys("3"), key.WithHelp("3", "workflows")),
+		NextView:   key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next view")),
+		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		Open:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
+		Back:       key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
+		Redrive:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "redrive")),
+		RedriveAll: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "redrive all shown")),
+		Group:      key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "group by failure")),
+		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+	}
+}
+
+// screenKeys is the help.KeyMap of one screen: the bindings that do something
+// there, plus the global ones.
+type screenKeys struct {
+	short []key.Binding
+	full  [][]key.Binding
+}
+
+// ShortHelp is the one-line help bar.
+func (k screenKeys) ShortHelp() []key.Binding { return k.short }
+
+// FullHelp is the help shown on ?.
+func (k screenKeys) FullHelp() [][]key.Binding { return k.full }
+
+func (k KeyMap) navigation() []key.Binding {
+	return []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom}
+}
+
+func (k KeyMap) views() []key.Binding {
+	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.NextView}
+}
+
+func (k KeyMap) forScreen(s screen) screenKeys {
+	global := []key.Binding{k.Help, k.Quit}
+	var own []key.Binding
+	switch s {
+	case screenAttempts:
+		own = []key.Binding{k.Open, k.Filter}
+	case screenDeadLetters:
+		own = []key.Binding{k.Redrive, k.RedriveAll, k.Group, k.Open, k.Filter}
+	case screenWorkflows:
+		own = []key.Binding{k.Open, k.Filter}
+	case screenDetail, screenTimeline:
+		own = []key.Binding{k.Back, k.Up, k.Down}
+	}
+	short := append(append([]key.Binding{}, own...), global...)
+	return screenKeys{
+		short: short,
+		full:  [][]key.Binding{own, k.navigation(), k.views(), append([]key.Binding{k.Back}, global...)},
+	}
+}

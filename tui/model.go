@@ -1,0 +1,170 @@
+package tui
+
+import (
+	"context"
+	"time"
+
+	"github.com/charmbracelet/bubbles/cursor"
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// screen is what fills the body of the console.
+type screen int
+
+const (
+	screenAttempts screen = iota
+	screenDeadLetters
+	screenWorkflows
+	screenDetail
+	screenTimeline
+)
+
+// Params configure New. Only Backend is required.
+type Params struct {
+	// Backend is the daemon.
+	Backend Backend
+	// Addr is shown in the header so the operator knows which daemon this is.
+	Addr string
+	// Context bounds every call; cancel it to stop the Watch stream.
+	Context context.Context
+	// ClockFunc is the console's clock, read only when a tick is due; tests
+	// fix it so countdowns render the same every run. Default time.Now.
+	ClockFunc func() time.Time
+	// Renderer decides the colour profile; default lipgloss's, which honours
+	// NO_COLOR and plain terminals.
+	Renderer *lipgloss.Renderer
+	// ReconnectDelayFunc is the wait before reconnection attempt n (n >= 1)
+	// after the stream failed. Default: 500ms doubling, capped at 10s.
+	ReconnectDelayFunc func(n int) time.Duration
+	// RedrivesPerSecond spreads a bulk redrive over time. Default 50.
+	RedrivesPerSecond int
+}
+
+// defaultReconnectDelay is 0.5s, 1s, 2s, … capped at 10s.
+func defaultReconnectDelay(n int) time.Duration {
+	d := 500 * time.Millisecond
+	for i := 1; i < n && d < 10*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Second)
+}
+
+// conn is the state of the Watch subscription.
+type conn struct {
+	gen       int // bumps on every (re)connection; older messages are ignored
+	stream    *watchStream
+	live      bool // the snapshot arrived and the stream is open
+	synced    bool // a snapshot arrived at least once
+	failures  int
+	retryAt   time.Time
+	retrying  bool // a reconnection is in progress
+	lastErr   string
+	stageActs []*durablev1.PendingActivity
+	stageWfs  []*durablev1.WorkflowInfo
+}
+
+// list is the cursor of one list screen.
+type list struct {
+	cursor int
+	offset int
+}
+
+// detail is the activity detail pane.
+type detail struct {
+	key        string
+	last       *durablev1.PendingActivity // shown if the activity goes away
+	history    []*durablev1.HistoryEvent
+	historyErr string
+	loading    bool
+	scroll     int
+}
+
+// timeline is a workflow's history.
+type timeline struct {
+	workflowID string
+	events     []*durablev1.HistoryEvent
+	err        string
+	loading    bool
+	scroll     int
+}
+
+// Model is the console. Create it with New and run it with tea.NewProgram.
+type Model struct {
+	p      Params
+	keys   KeyMap
+	styles Styles
+	help   help.Model
+	input  textinput.Model
+
+	width, height int
+	now           time.Time
+	tickDue       bool
+
+	st   *state
+	conn conn
+
+	screen    screen
+	back      screen // where esc returns from detail and timeline
+	lists     [3]list
+	grouped   bool
+	groupList list
+	filtering bool
+
+	detail   detail
+	timeline timeline
+	confirm  *confirm
+	job      *redriveJob
+	flash    string
+}
+
+// New returns a console that follows p.Backend.
+func New(p Params) Model {
+	if p.Context == nil {
+		p.Context = context.Background()
+	}
+	if p.ClockFunc == nil {
+		p.ClockFunc = time.Now
+	}
+	if p.Renderer == nil {
+		p.Renderer = lipgloss.DefaultRenderer()
+	}
+	if p.ReconnectDelayFunc == nil {
+		p.ReconnectDelayFunc = defaultReconnectDelay
+	}
+	if p.RedrivesPerSecond <= 0 {
+		p.RedrivesPerSecond = 50
+	}
+	styles := NewStyles(p.Renderer)
+	h := help.New()
+	h.Styles.ShortKey = styles.Help.Bold(true)
+	h.Styles.ShortDesc = styles.Help
+	h.Styles.ShortSeparator = styles.Help
+	h.Styles.FullKey = styles.Help.Bold(true)
+	h.Styles.FullDesc = styles.Help
+	h.Styles.FullSeparator = styles.Help
+	in := textinput.New()
+	in.Prompt = "/"
+	in.Placeholder = "wf:ID type:NAME fail:TYPE or any text"
+	in.PromptStyle = styles.Filter
+	in.Cursor.SetMode(cursor.CursorStatic) // no blinking: views are reproducible
+	return Model{
+		p:      p,
+		keys:   DefaultKeyMap(),
+		styles: styles,
+		help:   h,
+		input:  in,
+		width:  80,
+		height: 24,
+		now:    p.ClockFunc(),
+		st:     newState(),
+	}
+}
+
+// Init connects to the daemon and starts the clock.
+func (m Model) Init() tea.Cmd {
+	return tea.Batch(connectCmd(m.p.Context, m.p.Backend, m.conn.gen), tickCmd(time.Second, m.p.ClockFunc))
+}

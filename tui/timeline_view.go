@@ -1,0 +1,73 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// timelineView is a workflow's history, one event a line, timed from the start.
+func (m Model) timelineView(h int) string {
+	st := m.styles
+	t := m.timeline
+	title := "workflow " + t.workflowID
+	if w, ok := m.st.wfs[t.workflowID]; ok {
+		title += fmt.Sprintf(" · %s · %s", w.GetWorkflowType(), statusName(w.GetStatus()))
+	}
+	lines := []string{st.Title.Render(title), ""}
+	switch {
+	case t.loading:
+		lines = append(lines, st.Muted.Render("  loading history…"))
+	case t.err != "":
+		lines = append(lines, st.Warning.Render("  "+t.err))
+	case len(t.events) == 0:
+		lines = append(lines, st.Muted.Render("  no events"))
+	default:
+		origin := t.events[0].GetTime().AsTime()
+		lines = append(lines, st.Header.Render(fmt.Sprintf("  %-9s %-4s %-26s %s", "TIME", "#", "EVENT", "DETAIL")))
+		rows := h - len(lines)
+		from := min(t.scroll, max(len(t.events)-rows, 0))
+		for _, e := range t.events[from:min(from+rows, len(t.events))] {
+			lines = append(lines, "  "+eventLine(e, origin))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// eventLine is "+1m02s    7    ActivityTaskStarted        activity 2 attempt 1 by w-1".
+func eventLine(e *durablev1.HistoryEvent, origin time.Time) string {
+	return fmt.Sprintf("%-9s %-4d %-26s %s", "+"+span(e.GetTime().AsTime().Sub(origin)), e.GetEventId(), eventName(e.GetType()), eventDetail(e))
+}
+
+func eventDetail(e *durablev1.HistoryEvent) string {
+	act := "activity " + e.GetActivityId()
+	switch e.GetType() {
+	case durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+		return fmt.Sprintf("%s on %s %s", e.GetWorkflowType(), e.GetTaskQueue(), preview(e.GetInput()))
+	case durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+		return "result " + preview(e.GetResult())
+	case durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_FAILED, durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_FAILED:
+		return failureLine(e.GetFailure())
+	case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED, durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+		return e.GetIdentity()
+	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+		return fmt.Sprintf("%s %s %s", act, e.GetActivityType(), preview(e.GetInput()))
+	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_STARTED:
+		return fmt.Sprintf("%s attempt %d by %s", act, e.GetAttempt(), e.GetIdentity())
+	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+		return act + " → " + preview(e.GetResult())
+	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_FAILED:
+		return act + " " + failureLine(e.GetFailure())
+	case durablev1.EventType_EVENT_TYPE_ACTIVITY_DEAD_LETTERED:
+		return fmt.Sprintf("%s after %d attempts: %s", act, e.GetAttempt(), failureLine(e.GetFailure()))
+	case durablev1.EventType_EVENT_TYPE_ACTIVITY_REDRIVEN:
+		return act
+	case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
+		return fmt.Sprintf("timer %s for %s", e.GetTimerId(), shortDur(e.GetTimerDuration().AsDuration()))
+	case durablev1.EventType_EVENT_TYPE_TIMER_FIRED:
+		return "timer " + e.GetTimerId()
+	}
+	return ""
+}

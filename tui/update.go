@@ -1,0 +1,241 @@
+package tui
+
+import (
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// Update applies one message. Data changes cost in proportion to what the
+// event carried; the clock only moves m.now.
+func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.help.Width = msg.Width
+		m.input.Width = max(msg.Width-4, 10)
+		return m.clampAll(), nil
+	case tickMsg:
+		m.now = msg.now
+		return m, tickCmd(m.tickInterval(), m.p.ClockFunc)
+	case streamOpenedMsg:
+		if msg.gen != m.conn.gen {
+			msg.stream.cancel()
+			return m, nil
+		}
+		m.conn.stream = msg.stream
+		m.conn.stageActs, m.conn.stageWfs = nil, nil
+		return m, recvCmd(msg.stream, msg.gen)
+	case watchEventMsg:
+		if msg.gen != m.conn.gen {
+			return m, nil
+		}
+		m = m.apply(msg.ev)
+		return m, recvCmd(m.conn.stream, msg.gen)
+	case streamErrMsg:
+		if msg.gen != m.conn.gen {
+			return m, nil
+		}
+		return m.disconnected(msg.err)
+	case reconnectMsg:
+		if msg.gen != m.conn.gen {
+			return m, nil
+		}
+		m.conn.gen++
+		m.conn.retrying = true
+		return m, connectCmd(m.p.Context, m.p.Backend, m.conn.gen)
+	case historyMsg:
+		return m.gotHistory(msg), nil
+	case redriveTickMsg:
+		if m.job == nil || m.job.id != msg.job {
+			return m, nil
+		}
+		return m.releaseRedrive()
+	case redriveResultMsg:
+		return m.redriveResult(msg), nil
+	case tea.KeyMsg:
+		return m.key(msg)
+	}
+	if m.filtering {
+		var cmd tea.Cmd
+		m.input, cmd = m.input.Update(msg)
+		return m, cmd
+	}
+	return m, nil
+}
+
+// apply folds one Watch event into the state. Snapshot chunks are staged and
+// replace the state at SNAPSHOT_DONE, so a resynchronisation never mixes the
+// old world with the new.
+func (m Model) apply(ev *durablev1.WatchEvent) Model {
+	switch ev.GetKind() {
+	case durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT:
+		m.conn.stageActs = append(m.conn.stageActs, ev.GetActivities()...)
+		m.conn.stageWfs = append(m.conn.stageWfs, ev.GetWorkflows()...)
+	case durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE:
+		m.st.replaceWith(m.conn.stageActs, m.conn.stageWfs)
+		m.conn.stageActs, m.conn.stageWfs = nil, nil
+		m.conn.live, m.conn.synced, m.conn.retrying = true, true, false
+		m.conn.failures, m.conn.lastErr = 0, ""
+	case durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT:
+		m.st.upsertActivities(ev.GetActivities())
+		m.st.upsertWorkflows(ev.GetWorkflows())
+	case durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE:
+		m.st.removeActivities(ev.GetRemoved())
+	}
+	return m.clampAll()
+}
+
+// disconnected keeps the last state on screen and schedules a reconnection.
+func (m Model) disconnected(err error) (Model, tea.Cmd) {
+	m.conn.live, m.conn.retrying = false, false
+	m.conn.stream = nil
+	m.conn.failures++
+	m.conn.lastErr = err.Error()
+	d := m.p.ReconnectDelayFunc(m.conn.failures)
+	m.conn.retryAt = m.now.Add(d)
+	return m, reconnectCmd(d, m.conn.gen)
+}
+
+func (m Model) gotHistory(msg historyMsg) Model {
+	errText := ""
+	if msg.err != nil {
+		errText = msg.err.Error()
+	}
+	if m.detail.last.GetWorkflowId() == msg.workflowID {
+		m.detail.history, m.detail.historyErr, m.detail.loading = msg.events, errText, false
+	}
+	if m.timeline.workflowID == msg.workflowID {
+		m.timeline.events, m.timeline.err, m.timeline.loading = msg.events, errText, false
+	}
+	return m
+}
+
+// tickInterval is a second, or a tenth when a visible countdown is under ten
+// seconds and shows tenths.
+func (m Model) tickInterval() time.Duration {
+	urgent := false
+	switch m.screen {
+	case screenAttempts:
+		for _, a := range m.st.attempts.set.Window(m.lists[screenAttempts].offset, m.bodyRows()) {
+			if waitOf(a, m.now).urgent {
+				urgent = true
+				break
+			}
+		}
+	case screenDetail:
+		if a := m.detailActivity(); a != nil {
+			urgent = waitOf(a, m.now).urgent
+		}
+	}
+	if urgent {
+		return 100 * time.Millisecond
+	}
+	return time.Second
+}
+
+// listLen is the number of rows of a list screen.
+func (m Model) listLen(s screen) int {
+	switch s {
+	case screenAttempts:
+		return m.st.attempts.set.Len()
+	case screenDeadLetters:
+		if m.grouped {
+			return len(m.st.dead.groupOrder)
+		}
+		return m.st.dead.set.Len()
+	case screenWorkflows:
+		return m.st.workflows.Len()
+	}
+	return 0
+}
+
+// cursorOf returns the cursor of a list screen.
+func (m *Model) cursorOf(s screen) *list {
+	if s == screenDeadLetters && m.grouped {
+		return &m.groupList
+	}
+	return &m.lists[s]
+}
+
+// bodyRows is how many table rows fit between the header lines and the help.
+func (m Model) bodyRows() int {
+	return max(m.height-3-lipgloss.Height(m.helpView()), 1)
+}
+
+// clampAll keeps every cursor inside its list and on screen after the data or
+// the size changed.
+func (m Model) clampAll() Model {
+	for _, s := range []screen{screenAttempts, screenDeadLetters, screenWorkflows} {
+		m = m.clamp(s)
+	}
+	return m
+}
+
+func (m Model) clamp(s screen) Model {
+	l := m.cursorOf(s)
+	n, rows := m.listLen(s), m.bodyRows()
+	l.cursor = min(max(l.cursor, 0), max(n-1, 0))
+	if l.cursor < l.offset {
+		l.offset = l.cursor
+	}
+	if l.cursor >= l.offset+rows {
+		l.offset = l.cursor - rows + 1
+	}
+	l.offset = min(max(l.offset, 0), max(n-rows, 0))
+	return m
+}
+
+// move moves the cursor of the current list by delta rows.
+func (m Model) move(delta int) Model {
+	switch m.screen {
+	case screenDetail:
+		m.detail.scroll = max(m.detail.scroll+delta, 0)
+		return m
+	case screenTimeline:
+		m.timeline.scroll = max(m.timeline.scroll+delta, 0)
+		return m
+	}
+	l := m.cursorOf(m.screen)
+	l.cursor += delta
+	return m.clamp(m.screen)
+}
+
+// selectedActivity is the activity under the cursor of an activity list.
+func (m Model) selectedActivity() *durablev1.PendingActivity {
+	var l *activityList
+	switch m.screen {
+	case screenAttempts:
+		l = m.st.attempts
+	case screenDeadLetters:
+		if m.grouped {
+			return nil
+		}
+		l = m.st.dead
+	default:
+		return nil
+	}
+	c := m.lists[m.screen].cursor
+	if c >= l.set.Len() {
+		return nil
+	}
+	return l.set.At(c)
+}
+
+func (m Model) selectedGroup() *failureGroup {
+	if m.screen != screenDeadLetters || !m.grouped || m.groupList.cursor >= len(m.st.dead.groupOrder) {
+		return nil
+	}
+	return m.st.dead.groupOrder[m.groupList.cursor]
+}
+
+// detailActivity is the live version of the activity in the detail pane, or
+// the last one seen if it is no longer pending.
+func (m Model) detailActivity() *durablev1.PendingActivity {
+	if a, ok := m.st.acts[m.detail.key]; ok {
+		return a
+	}
+	return m.detail.last
+}

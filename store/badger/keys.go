@@ -56,6 +56,11 @@ const (
 // It keeps keys well under Badger's key size limit and within a u16 length.
 const maxPartLen = 1024
 
+// maxRecordSize bounds one encoded record. Badger keeps values up to this size
+// in its LSM tree (in memory it refuses larger ones), and a transaction holds
+// about 4.8 MiB, so a record near the limit already crowds one.
+const maxRecordSize = 1 << 20
+
 // errCorrupt reports a key or value that does not decode; it means a bug or corruption.
 var errCorrupt = errors.New("malformed key or value")
 

@@ -33,6 +33,7 @@ const maxConflictAttempts = 10
 // (group commit). It is safe for concurrent use.
 type Store struct {
 	db   *badgerdb.DB
+	dir  string
 	sync *groupSync // nil when Sync is a no-op
 
 	closeOnce sync.Once
@@ -70,7 +71,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger store: %w", err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, dir: dir}
 	if !opts.InMemory && !opts.NoSync {
 		s.sync = newGroupSync(db.Sync)
 	}

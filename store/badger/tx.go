@@ -44,6 +44,9 @@ func (t *tx) put(key []byte, m proto.Message) error {
 	if err != nil {
 		return fmt.Errorf("marshal %T: %w", m, err)
 	}
+	if len(v) > maxRecordSize {
+		return &engine.InvalidError{Field: "record", Reason: fmt.Sprintf("%d bytes encoded, more than the store's limit of %d", len(v), maxRecordSize)}
+	}
 	return t.txn.Set(key, v)
 }
 

@@ -1,0 +1,193 @@
+package badger
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tinyllm/durable/engine"
+)
+
+var keyT0 = time.Date(2031, 5, 6, 7, 8, 9, 123456789, time.UTC)
+
+func TestQueueKey_RoundTrip(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		e    engine.QueueEntry
+	}{
+		{"Activity", engine.QueueEntry{Kind: engine.ActivityTask, Queue: "default", Due: keyT0, Seq: 7, WorkflowID: "wf-1", ActivityID: "3"}},
+		{"WorkflowTask", engine.QueueEntry{Kind: engine.WorkflowTask, Queue: "q", Due: keyT0, Seq: 1, WorkflowID: "wf-1"}},
+		{"EmptyQueue", engine.QueueEntry{Kind: engine.ActivityTask, Due: time.Unix(0, 0).UTC(), WorkflowID: "w", ActivityID: "a"}},
+		{"NegativeSeq", engine.QueueEntry{Kind: engine.ActivityTask, Queue: "q", Due: keyT0, Seq: -5, WorkflowID: "w", ActivityID: "a"}},
+		{"Unicode", engine.QueueEntry{Kind: engine.ActivityTask, Queue: "café", Due: keyT0, Seq: 1 << 40, WorkflowID: "wf/ü", ActivityID: "a/b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			k := queueKey(tt.e)
+			if !bytes.HasPrefix(k, queuePrefix(tt.e.Kind, tt.e.Queue)) {
+				t.Fatalf("key %x lacks its queue prefix", k)
+			}
+			got, err := decodeQueueKey(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Due.Equal(tt.e.Due) {
+				t.Errorf("due = %v, want %v", got.Due, tt.e.Due)
+			}
+			got.Due = tt.e.Due
+			if got != tt.e {
+				t.Errorf("decoded %+v, want %+v", got, tt.e)
+			}
+		})
+	}
+}
+
+func TestTimerIndexKey_RoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, tm := range []engine.Timer{
+		{Due: keyT0, Kind: engine.ActivityLeaseTimer, WorkflowID: "wf", ID: "1"},
+		{Due: keyT0, Kind: engine.WorkflowTaskLeaseTimer, WorkflowID: "wf"},
+		{Due: keyT0.Add(time.Hour), Kind: engine.UserTimer, WorkflowID: "", ID: "t"},
+	} {
+		got, err := decodeTimerIndexKey(timerIndexKey(tm))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Due.Equal(tm.Due) || got.Kind != tm.Kind || got.WorkflowID != tm.WorkflowID || got.ID != tm.ID {
+			t.Errorf("decoded %+v, want %+v", got, tm)
+		}
+	}
+}
+
+func TestDeadLetterKey_RoundTrip(t *testing.T) {
+	t.Parallel()
+	got, err := decodeDeadLetterKey(deadLetterKey(keyT0, "wf-1", "act/2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.deadLettered.Equal(keyT0) || got.workflowID != "wf-1" || got.activityID != "act/2" {
+		t.Errorf("decoded %+v", got)
+	}
+}
+
+func TestCounterValue_RoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int64{0, 1, -1, 1 << 62} {
+		got, err := decodeCounter(encodeCounter(n))
+		if err != nil || got != n {
+			t.Errorf("decodeCounter(encodeCounter(%d)) = %d, %v", n, got, err)
+		}
+	}
+	if _, err := decodeCounter([]byte{1, 2}); !errors.Is(err, errCorrupt) {
+		t.Errorf("short counter value: err = %v, want errCorrupt", err)
+	}
+}
+
+// TestKeys_SortByValue checks that byte order of each key kind is the order
+// the store promises: due time, then seq (queues); due time (timers); event id
+// (history); dead-lettered time (dead letters).
+func TestKeys_SortByValue(t *testing.T) {
+	t.Parallel()
+	q := func(due time.Duration, seq int64, wf string) []byte {
+		return queueKey(engine.QueueEntry{Kind: engine.ActivityTask, Queue: "q", Due: keyT0.Add(due), Seq: seq, WorkflowID: wf, ActivityID: "1"})
+	}
+	tm := func(due time.Duration, kind engine.TimerKind) []byte {
+		return timerIndexKey(engine.Timer{Due: keyT0.Add(due), Kind: kind, WorkflowID: "zz", ID: "9"})
+	}
+	tests := []struct {
+		name  string
+		inOrd [][]byte
+	}{
+		{"QueueByDueThenSeq", [][]byte{
+			q(-time.Hour, 99, "z"), q(0, -1, "z"), q(0, 0, "z"), q(0, 1, "a"), q(0, 2, "a"),
+			q(time.Nanosecond, 0, "a"), q(time.Second, 0, "a"), q(300*24*time.Hour, 0, "a"),
+		}},
+		{"TimersByDueThenKind", [][]byte{
+			tm(-time.Minute, engine.UserTimer), tm(0, engine.ActivityLeaseTimer), tm(0, engine.UserTimer),
+			tm(time.Nanosecond, engine.ActivityLeaseTimer), tm(time.Hour, engine.ActivityLeaseTimer),
+		}},
+		{"HistoryByEventID", [][]byte{
+			historyKey("wf", -1), historyKey("wf", 0), historyKey("wf", 1), historyKey("wf", 2),
+			historyKey("wf", 10), historyKey("wf", 255), historyKey("wf", 256), historyKey("wf", 1<<40),
+		}},
+		{"DeadLettersByTime", [][]byte{
+			deadLetterKey(time.Time{}, "z", "z"), deadLetterKey(keyT0, "z", "z"),
+			deadLetterKey(keyT0.Add(time.Microsecond), "a", "a"), deadLetterKey(keyT0.Add(time.Hour), "a", "a"),
+		}},
+		{"WorkflowsByID", [][]byte{workflowKey(""), workflowKey("a"), workflowKey("a-1"), workflowKey("ab"), workflowKey("b")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if !slices.IsSortedFunc(tt.inOrd, bytes.Compare) {
+				for i := 1; i < len(tt.inOrd); i++ {
+					if bytes.Compare(tt.inOrd[i-1], tt.inOrd[i]) >= 0 {
+						t.Errorf("key %d (%x) does not sort before key %d (%x)", i-1, tt.inOrd[i-1], i, tt.inOrd[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestKeys_PrefixesDoNotOverlap checks that the range of one id never holds
+// the keys of another id that extends it.
+func TestKeys_PrefixesDoNotOverlap(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		prefix []byte
+		key    []byte
+	}{
+		{"HistoryOfLongerID", historyPrefix("wf"), historyKey("wf1", 1)},
+		{"HistoryOfShorterID", historyPrefix("wf1"), historyKey("wf", 0x31)},
+		{"ActivitiesOfLongerID", activityPrefix("wf"), activityKey("wf1", "1")},
+		{"QueueOfLongerName", queuePrefix(engine.ActivityTask, "q"), queueKey(engine.QueueEntry{Kind: engine.ActivityTask, Queue: "q2"})},
+		{"QueueOfOtherKind", queuePrefix(engine.ActivityTask, "q"), queueKey(engine.QueueEntry{Kind: engine.WorkflowTask, Queue: "q"})},
+	}
+	for _, tt := range tests {
+		if bytes.HasPrefix(tt.key, tt.prefix) {
+			t.Errorf("%s: key %x falls in range %x", tt.name, tt.key, tt.prefix)
+		}
+	}
+}
+
+func TestAppendTime_ClampsOutOfRange(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   time.Time
+		want time.Time
+	}{
+		{"ZeroTime", time.Time{}, time.Unix(0, 0)},
+		{"BeforeEpoch", time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(0, 0)},
+		{"Epoch", time.Unix(0, 0), time.Unix(0, 0)},
+		{"OtherZone", keyT0.In(time.FixedZone("x", 3600)), keyT0},
+	}
+	for _, tt := range tests {
+		r := keyReader{b: appendTime(nil, tt.in)}
+		if got := r.time(); !got.Equal(tt.want) || got.Location() != time.UTC {
+			t.Errorf("%s: decoded %v, want %v in UTC", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestDecode_RejectsMalformedKeys(t *testing.T) {
+	t.Parallel()
+	good := queueKey(engine.QueueEntry{Kind: engine.ActivityTask, Queue: "q", Due: keyT0, WorkflowID: "w", ActivityID: "a"})
+	for _, k := range [][]byte{nil, {prefixTimerIndex}, good[:5], good[:len(good)-4]} {
+		if _, err := decodeQueueKey(k); !errors.Is(err, errCorrupt) {
+			t.Errorf("decodeQueueKey(%x): err = %v, want errCorrupt", k, err)
+		}
+	}
+	if _, err := decodeDeadLetterKey(workflowKey("w")); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeDeadLetterKey(workflow key): err = %v, want errCorrupt", err)
+	}
+	if _, err := decodeTimerIndexKey([]byte{prefixTimerIndex, 1, 2}); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeTimerIndexKey(short): err = %v, want errCorrupt", err)
+	}
+}

@@ -56,10 +56,15 @@ const (
 // It keeps keys well under Badger's key size limit and within a u16 length.
 const maxPartLen = 1024
 
-// maxRecordSize bounds one encoded record. Badger keeps values up to this size
-// in its LSM tree (in memory it refuses larger ones), and a transaction holds
-// about 4.8 MiB, so a record near the limit already crowds one.
-const maxRecordSize = 1 << 20
+// Bounds on one encoded record. In memory Badger refuses values over 1 MiB;
+// on disk large values go to the value log, and a transaction holds about
+// 9.6 MiB (15% of the 64 MiB memtable), so an 8 MiB record still fits one.
+// The on-disk bound leaves room for a record that carries the daemon's
+// default 2 MiB payload limit twice (input and heartbeat details).
+const (
+	maxRecordSize       = 1 << 20
+	maxRecordSizeOnDisk = 8 << 20
+)
 
 // errCorrupt reports a key or value that does not decode; it means a bug or corruption.
 var errCorrupt = errors.New("malformed key or value")

@@ -35,6 +35,8 @@ type Store struct {
 	db   *badgerdb.DB
 	dir  string
 	sync *groupSync // nil when Sync is a no-op
+	// maxRecord bounds one encoded record (see maxRecordSize).
+	maxRecord int
 
 	closeOnce sync.Once
 	closeErr  error
@@ -60,9 +62,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		WithLogger(slogLogger{logger}).
 		WithLoggingLevel(badgerdb.WARNING).
 		WithMetricsEnabled(false).
-		// Sized for a small daemon: a 32 MiB memtable still allows ~4.8 MiB
-		// per transaction (Badger's limit is 15% of it).
-		WithMemTableSize(32 << 20).
+		// Sized for a small daemon: a 64 MiB memtable allows ~9.6 MiB per
+		// transaction (Badger's limit is 15% of it).
+		WithMemTableSize(64 << 20).
 		WithNumMemtables(3).
 		WithValueLogFileSize(64 << 20).
 		WithBlockCacheSize(32 << 20).
@@ -71,7 +73,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger store: %w", err)
 	}
-	s := &Store{db: db, dir: dir}
+	s := &Store{db: db, dir: dir, maxRecord: maxRecordSizeOnDisk}
+	if opts.InMemory {
+		s.maxRecord = maxRecordSize
+	}
 	if !opts.InMemory && !opts.NoSync {
 		s.sync = newGroupSync(db.Sync)
 	}
@@ -86,7 +91,7 @@ func Open(dir string, opts Options) (*Store, error) {
 func (s *Store) Update(fn func(engine.Tx) error) error {
 	var err error
 	for range maxConflictAttempts {
-		err = s.db.Update(func(txn *badgerdb.Txn) error { return fn(&tx{txn: txn}) })
+		err = s.db.Update(func(txn *badgerdb.Txn) error { return fn(&tx{txn: txn, maxRecord: s.maxRecord}) })
 		if !errors.Is(err, badgerdb.ErrConflict) {
 			return mapErr(err)
 		}
@@ -96,7 +101,7 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 
 // View runs fn in a read-only transaction that sees one consistent snapshot.
 func (s *Store) View(fn func(engine.Tx) error) error {
-	return mapErr(s.db.View(func(txn *badgerdb.Txn) error { return fn(&tx{txn: txn}) }))
+	return mapErr(s.db.View(func(txn *badgerdb.Txn) error { return fn(&tx{txn: txn, maxRecord: s.maxRecord}) }))
 }
 
 // Sync returns once every transaction committed before the call is on disk.
@@ -130,6 +135,10 @@ func mapErr(err error) error {
 		return nil
 	case errors.Is(err, badgerdb.ErrDBClosed):
 		return fmt.Errorf("badger store: %w", engine.ErrClosed)
+	case errors.Is(err, badgerdb.ErrTxnTooBig):
+		// The request's payloads together are more than one transaction
+		// holds: the caller's to fix, not an outage.
+		return fmt.Errorf("%w: %w", &engine.InvalidError{Field: "request", Reason: "its payloads together exceed what one transaction can hold (about 9 MiB)"}, err)
 	}
 	return err
 }

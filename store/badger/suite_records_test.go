@@ -293,7 +293,7 @@ func testOversizedInputsAreInvalid(h *harness) {
 		t.Errorf("PutWorkflow with an id of exactly %d bytes = %v, want nil", maxPartLen, err)
 	}
 	huge := newActivity("wf", "1", scheduled, 0, 1)
-	huge.Input = make([]byte, maxRecordSize)
+	huge.Input = make([]byte, maxRecordSizeOnDisk)
 	err = h.s.Update(func(tx engine.Tx) error { return tx.PutActivity(huge) })
 	if !errors.As(err, &inv) || inv.Field != "record" {
 		t.Errorf("PutActivity of a record over %d bytes = %v, want *engine.InvalidError on record", maxRecordSize, err)

@@ -15,7 +15,8 @@ import (
 // old record in the same transaction so that its index entries can be
 // replaced together with it.
 type tx struct {
-	txn *badgerdb.Txn
+	txn       *badgerdb.Txn
+	maxRecord int
 }
 
 var _ engine.Tx = (*tx)(nil)
@@ -44,8 +45,8 @@ func (t *tx) put(key []byte, m proto.Message) error {
 	if err != nil {
 		return fmt.Errorf("marshal %T: %w", m, err)
 	}
-	if len(v) > maxRecordSize {
-		return &engine.InvalidError{Field: "record", Reason: fmt.Sprintf("%d bytes encoded, more than the store's limit of %d", len(v), maxRecordSize)}
+	if len(v) > t.maxRecord {
+		return &engine.InvalidError{Field: "record", Reason: fmt.Sprintf("%d bytes encoded, more than the store's limit of %d", len(v), t.maxRecord)}
 	}
 	return t.txn.Set(key, v)
 }

@@ -1,0 +1,254 @@
+package server
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// Bad-input tables, one per RPC, over real gRPC.
+
+var (
+	longID    = strings.Repeat("a", maxIDLen+1)
+	longToken = make([]byte, maxTokenLen+1)
+	garbage   = []byte{0xff, 0xff, 0xff}
+)
+
+func TestStartWorkflow_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	ok := func(mod func(*durablev1.StartWorkflowRequest)) *durablev1.StartWorkflowRequest {
+		r := &durablev1.StartWorkflowRequest{WorkflowId: "wf-start", WorkflowType: "T", TaskQueue: "q"}
+		mod(r)
+		return r
+	}
+	runBadInputs(t, c.StartWorkflow, []badInput[*durablev1.StartWorkflowRequest]{
+		{"MissingWorkflowID", ok(func(r *durablev1.StartWorkflowRequest) { r.WorkflowId = "" }), codes.InvalidArgument, "workflow_id"},
+		{"MissingWorkflowType", ok(func(r *durablev1.StartWorkflowRequest) { r.WorkflowType = "" }), codes.InvalidArgument, "workflow_type"},
+		{"MissingTaskQueue", ok(func(r *durablev1.StartWorkflowRequest) { r.TaskQueue = "" }), codes.InvalidArgument, "task_queue"},
+		{"WorkflowIDTooLong", ok(func(r *durablev1.StartWorkflowRequest) { r.WorkflowId = longID }), codes.InvalidArgument, "workflow_id"},
+		{"WorkflowIDControlChar", ok(func(r *durablev1.StartWorkflowRequest) { r.WorkflowId = "a\x00b" }), codes.InvalidArgument, "workflow_id"},
+		{"TaskQueueTooLong", ok(func(r *durablev1.StartWorkflowRequest) { r.TaskQueue = longID }), codes.InvalidArgument, "task_queue"},
+		{"InputOverLimit", ok(func(r *durablev1.StartWorkflowRequest) { r.Input = over(testMaxPayload) }), codes.InvalidArgument, "input"},
+		{"InputAtLimit", ok(func(r *durablev1.StartWorkflowRequest) { r.Input = make([]byte, testMaxPayload) }), codes.OK, ""},
+		{"AlreadyExists", ok(func(r *durablev1.StartWorkflowRequest) {}), codes.AlreadyExists, ""},
+	})
+}
+
+func TestDescribeWorkflow_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.DescribeWorkflow, []badInput[*durablev1.DescribeWorkflowRequest]{
+		{"MissingWorkflowID", &durablev1.DescribeWorkflowRequest{}, codes.InvalidArgument, "workflow_id"},
+		{"WorkflowIDTooLong", &durablev1.DescribeWorkflowRequest{WorkflowId: longID}, codes.InvalidArgument, "workflow_id"},
+		{"UnknownWorkflow", &durablev1.DescribeWorkflowRequest{WorkflowId: "nope"}, codes.NotFound, ""},
+	})
+}
+
+func TestGetWorkflowHistory_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.GetWorkflowHistory, []badInput[*durablev1.GetWorkflowHistoryRequest]{
+		{"MissingWorkflowID", &durablev1.GetWorkflowHistoryRequest{}, codes.InvalidArgument, "workflow_id"},
+		{"WorkflowIDControlChar", &durablev1.GetWorkflowHistoryRequest{WorkflowId: "a\tb"}, codes.InvalidArgument, "workflow_id"},
+		{"UnknownWorkflow", &durablev1.GetWorkflowHistoryRequest{WorkflowId: "nope"}, codes.NotFound, ""},
+	})
+}
+
+func TestListWorkflows_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.ListWorkflows, []badInput[*durablev1.ListWorkflowsRequest]{
+		{"NegativePageSize", &durablev1.ListWorkflowsRequest{PageSize: -1}, codes.InvalidArgument, "page_size"},
+		{"HugePageSize", &durablev1.ListWorkflowsRequest{PageSize: maxPageSize + 1}, codes.InvalidArgument, "page_size"},
+		{"UnknownStatus", &durablev1.ListWorkflowsRequest{Status: 99}, codes.InvalidArgument, "status"},
+		{"PageTokenTooLong", &durablev1.ListWorkflowsRequest{NextPageToken: longToken}, codes.InvalidArgument, "next_page_token"},
+		{"Empty", &durablev1.ListWorkflowsRequest{}, codes.OK, ""},
+	})
+}
+
+func TestListDeadLetters_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.ListDeadLetters, []badInput[*durablev1.ListDeadLettersRequest]{
+		{"NegativePageSize", &durablev1.ListDeadLettersRequest{PageSize: -5}, codes.InvalidArgument, "page_size"},
+		{"HugePageSize", &durablev1.ListDeadLettersRequest{PageSize: 1 << 30}, codes.InvalidArgument, "page_size"},
+		{"WorkflowIDTooLong", &durablev1.ListDeadLettersRequest{WorkflowId: longID}, codes.InvalidArgument, "workflow_id"},
+		{"ActivityTypeControlChar", &durablev1.ListDeadLettersRequest{ActivityType: "x\x1b[2J"}, codes.InvalidArgument, "activity_type"},
+		{"FailureTypeTooLong", &durablev1.ListDeadLettersRequest{FailureType: longID}, codes.InvalidArgument, "failure_type"},
+		{"PageTokenTooLong", &durablev1.ListDeadLettersRequest{NextPageToken: longToken}, codes.InvalidArgument, "next_page_token"},
+		{"Empty", &durablev1.ListDeadLettersRequest{}, codes.OK, ""},
+	})
+}
+
+func TestRedriveDeadLetter_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.RedriveDeadLetter, []badInput[*durablev1.RedriveDeadLetterRequest]{
+		{"MissingWorkflowID", &durablev1.RedriveDeadLetterRequest{ActivityId: "1"}, codes.InvalidArgument, "workflow_id"},
+		{"MissingActivityID", &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf"}, codes.InvalidArgument, "activity_id"},
+		{"ActivityIDTooLong", &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf", ActivityId: longID}, codes.InvalidArgument, "activity_id"},
+		{"UnknownActivity", &durablev1.RedriveDeadLetterRequest{WorkflowId: "nope", ActivityId: "1"}, codes.NotFound, ""},
+	})
+}
+
+func TestPollWorkflowTask_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.PollWorkflowTask, []badInput[*durablev1.PollWorkflowTaskRequest]{
+		{"MissingTaskQueue", &durablev1.PollWorkflowTaskRequest{}, codes.InvalidArgument, "task_queue"},
+		{"IdentityTooLong", &durablev1.PollWorkflowTaskRequest{TaskQueue: "q", Identity: longID}, codes.InvalidArgument, "identity"},
+	})
+}
+
+func TestPollActivityTask_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.PollActivityTask, []badInput[*durablev1.PollActivityTaskRequest]{
+		{"MissingTaskQueue", &durablev1.PollActivityTaskRequest{}, codes.InvalidArgument, "task_queue"},
+		{"NegativeMaxTasks", &durablev1.PollActivityTaskRequest{TaskQueue: "q", MaxTasks: -1}, codes.InvalidArgument, "max_tasks"},
+		{"HugeMaxTasks", &durablev1.PollActivityTaskRequest{TaskQueue: "q", MaxTasks: maxPollTasks + 1}, codes.InvalidArgument, "max_tasks"},
+		{"IdentityControlChar", &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "w\r1"}, codes.InvalidArgument, "identity"},
+	})
+}
+
+// schedule returns a valid ScheduleActivity command changed by mod.
+func schedule(id string, mod func(*durablev1.Command)) *durablev1.Command {
+	c := &durablev1.Command{
+		Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: id, ActivityType: "A",
+		ActivityOptions: &durablev1.ActivityOptions{
+			StartToCloseTimeout: durationpb.New(time.Minute),
+			RetryPolicy:         &durablev1.RetryPolicy{InitialMs: 100, Backoff: 2, MaxIntervalMs: 1000, MaxAttempts: 3},
+		},
+	}
+	if mod != nil {
+		mod(c)
+	}
+	return c
+}
+
+func timer(id string, d *durationpb.Duration) *durablev1.Command {
+	return &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_START_TIMER, TimerId: id, TimerDuration: d}
+}
+
+func policy(mod func(*durablev1.RetryPolicy)) func(*durablev1.Command) {
+	return func(c *durablev1.Command) { mod(c.ActivityOptions.RetryPolicy) }
+}
+
+func TestCompleteWorkflowTask_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	tok := token(t, "wf-none", "")
+	req := func(cmds ...*durablev1.Command) *durablev1.CompleteWorkflowTaskRequest {
+		return &durablev1.CompleteWorkflowTaskRequest{TaskToken: tok, Commands: cmds}
+	}
+	complete := &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW}
+	const ret = "commands[1].activity_options.retry_policy."
+	runBadInputs(t, c.CompleteWorkflowTask, []badInput[*durablev1.CompleteWorkflowTaskRequest]{
+		{"MissingTaskToken", &durablev1.CompleteWorkflowTaskRequest{}, codes.InvalidArgument, "task_token"},
+		{"GarbageTaskToken", &durablev1.CompleteWorkflowTaskRequest{TaskToken: garbage}, codes.InvalidArgument, "task_token"},
+		{"TokenWithoutWorkflowID", &durablev1.CompleteWorkflowTaskRequest{TaskToken: token(t, "", "")}, codes.InvalidArgument, "task_token"},
+		{"ActivityTokenForWorkflowTask", &durablev1.CompleteWorkflowTaskRequest{TaskToken: token(t, "wf", "1")}, codes.InvalidArgument, "task_token"},
+		{"TokenTooLong", &durablev1.CompleteWorkflowTaskRequest{TaskToken: longToken}, codes.InvalidArgument, "task_token"},
+		{"UnspecifiedCommand", req(&durablev1.Command{}), codes.InvalidArgument, "commands[0].type"},
+		{"UnknownCommand", req(schedule("1", nil), &durablev1.Command{Type: 99}), codes.InvalidArgument, "commands[1].type"},
+		{"MissingActivityID", req(schedule("", nil)), codes.InvalidArgument, "commands[0].activity_id"},
+		{"MissingActivityType", req(schedule("1", func(c *durablev1.Command) { c.ActivityType = "" })), codes.InvalidArgument, "commands[0].activity_type"},
+		{"DuplicateActivityID", req(schedule("1", nil), schedule("2", nil), schedule("1", nil)), codes.InvalidArgument, "commands[2].activity_id"},
+		{"InputOverLimit", req(schedule("1", func(c *durablev1.Command) { c.Input = over(testMaxPayload) })), codes.InvalidArgument, "commands[0].input"},
+		{"NegativeStartToClose", req(schedule("1", func(c *durablev1.Command) {
+			c.ActivityOptions.StartToCloseTimeout = durationpb.New(-time.Second)
+		})), codes.InvalidArgument, "commands[0].activity_options.start_to_close_timeout"},
+		{"AbsurdHeartbeatTimeout", req(schedule("1", func(c *durablev1.Command) {
+			c.ActivityOptions.HeartbeatTimeout = durationpb.New(11 * 365 * 24 * time.Hour)
+		})), codes.InvalidArgument, "commands[0].activity_options.heartbeat_timeout"},
+		{"MalformedScheduleToStart", req(schedule("1", func(c *durablev1.Command) {
+			c.ActivityOptions.ScheduleToStartTimeout = &durationpb.Duration{Seconds: 1, Nanos: -5}
+		})), codes.InvalidArgument, "commands[0].activity_options.schedule_to_start_timeout"},
+		{"NegativeScheduleToClose", req(schedule("1", func(c *durablev1.Command) {
+			c.ActivityOptions.ScheduleToCloseTimeout = &durationpb.Duration{Nanos: -1}
+		})), codes.InvalidArgument, "commands[0].activity_options.schedule_to_close_timeout"},
+		{"OptionsTaskQueueTooLong", req(schedule("1", func(c *durablev1.Command) {
+			c.ActivityOptions.TaskQueue = longID
+		})), codes.InvalidArgument, "commands[0].activity_options.task_queue"},
+		{"NaNBackoff", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.Backoff = math.NaN() }))), codes.InvalidArgument, ret + "backoff"},
+		{"InfBackoff", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.Backoff = math.Inf(1) }))), codes.InvalidArgument, ret + "backoff"},
+		{"NegativeBackoff", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.Backoff = -2 }))), codes.InvalidArgument, ret + "backoff"},
+		{"NegativeInitial", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.InitialMs = -1 }))), codes.InvalidArgument, ret + "initial_ms"},
+		{"AbsurdInitial", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.InitialMs = math.MaxInt64 }))), codes.InvalidArgument, ret + "initial_ms"},
+		{"NegativeMaxInterval", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.MaxIntervalMs = -1 }))), codes.InvalidArgument, ret + "max_interval_ms"},
+		{"NegativeMaxAttempts", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.MaxAttempts = -1 }))), codes.InvalidArgument, ret + "max_attempts"},
+		{"AbsurdMaxAttempts", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.MaxAttempts = maxAttempts + 1 }))), codes.InvalidArgument, ret + "max_attempts"},
+		{"EmptyNonRetryableType", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.NonRetryable = []string{"Bad", ""} }))), codes.InvalidArgument, ret + "non_retryable[1]"},
+		{"MissingTimerID", req(timer("", durationpb.New(time.Second))), codes.InvalidArgument, "commands[0].timer_id"},
+		{"NegativeTimer", req(timer("t", durationpb.New(-time.Second))), codes.InvalidArgument, "commands[0].timer_duration"},
+		{"AbsurdTimer", req(timer("t", &durationpb.Duration{Seconds: math.MaxInt64})), codes.InvalidArgument, "commands[0].timer_duration"},
+		{"DuplicateTimerID", req(timer("t", nil), timer("t", nil)), codes.InvalidArgument, "commands[1].timer_id"},
+		{"ResultOverLimit", req(&durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW, Result: over(testMaxPayload)}), codes.InvalidArgument, "commands[0].result"},
+		{"FailureDetailsOverLimit", req(&durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_FAIL_WORKFLOW,
+			Failure: &durablev1.Failure{Type: "E", Details: over(testMaxPayload)}}), codes.InvalidArgument, "commands[0].failure.details"},
+		{"CommandAfterComplete", req(complete, schedule("1", nil)), codes.InvalidArgument, "commands[1]"},
+		{"UnknownWorkflow", req(schedule("1", nil), timer("t", durationpb.New(time.Second))), codes.NotFound, ""},
+	})
+}
+
+func TestFailWorkflowTask_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	tok := token(t, "wf-none", "")
+	runBadInputs(t, c.FailWorkflowTask, []badInput[*durablev1.FailWorkflowTaskRequest]{
+		{"MissingTaskToken", &durablev1.FailWorkflowTaskRequest{}, codes.InvalidArgument, "task_token"},
+		{"GarbageTaskToken", &durablev1.FailWorkflowTaskRequest{TaskToken: garbage}, codes.InvalidArgument, "task_token"},
+		{"FailureTypeTooLong", &durablev1.FailWorkflowTaskRequest{TaskToken: tok, Failure: &durablev1.Failure{Type: longID}}, codes.InvalidArgument, "failure.type"},
+		{"FailureDetailsOverLimit", &durablev1.FailWorkflowTaskRequest{TaskToken: tok, Failure: &durablev1.Failure{Details: over(testMaxPayload)}}, codes.InvalidArgument, "failure.details"},
+		{"UnknownWorkflow", &durablev1.FailWorkflowTaskRequest{TaskToken: tok, Failure: &durablev1.Failure{Type: "Panic"}}, codes.NotFound, ""},
+	})
+}
+
+func TestCompleteActivityTask_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	tok := token(t, "wf-none", "1")
+	runBadInputs(t, c.CompleteActivityTask, []badInput[*durablev1.CompleteActivityTaskRequest]{
+		{"MissingTaskToken", &durablev1.CompleteActivityTaskRequest{}, codes.InvalidArgument, "task_token"},
+		{"GarbageTaskToken", &durablev1.CompleteActivityTaskRequest{TaskToken: garbage}, codes.InvalidArgument, "task_token"},
+		{"WorkflowTokenForActivityTask", &durablev1.CompleteActivityTaskRequest{TaskToken: token(t, "wf", "")}, codes.InvalidArgument, "task_token"},
+		{"ResultOverLimit", &durablev1.CompleteActivityTaskRequest{TaskToken: tok, Result: over(testMaxPayload)}, codes.InvalidArgument, "result"},
+		{"UnknownWorkflow", &durablev1.CompleteActivityTaskRequest{TaskToken: tok}, codes.NotFound, ""},
+	})
+}
+
+func TestFailActivityTask_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	tok := token(t, "wf-none", "1")
+	runBadInputs(t, c.FailActivityTask, []badInput[*durablev1.FailActivityRequest]{
+		{"MissingTaskToken", &durablev1.FailActivityRequest{}, codes.InvalidArgument, "task_token"},
+		{"GarbageTaskToken", &durablev1.FailActivityRequest{TaskToken: garbage}, codes.InvalidArgument, "task_token"},
+		{"TokenWithoutWorkflowID", &durablev1.FailActivityRequest{TaskToken: token(t, "", "1")}, codes.InvalidArgument, "task_token"},
+		{"FailureTypeControlChar", &durablev1.FailActivityRequest{TaskToken: tok, Failure: &durablev1.Failure{Type: "E\n"}}, codes.InvalidArgument, "failure.type"},
+		{"FailureMessageOverLimit", &durablev1.FailActivityRequest{TaskToken: tok, Failure: &durablev1.Failure{Message: strings.Repeat("x", testMaxPayload+1)}}, codes.InvalidArgument, "failure.message"},
+		{"FailureDetailsOverLimit", &durablev1.FailActivityRequest{TaskToken: tok, Failure: &durablev1.Failure{Details: over(testMaxPayload)}}, codes.InvalidArgument, "failure.details"},
+		{"UnknownWorkflow", &durablev1.FailActivityRequest{TaskToken: tok, Failure: &durablev1.Failure{Type: "E"}}, codes.NotFound, ""},
+	})
+}
+
+func TestRecordHeartbeat_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	tok := token(t, "wf-none", "1")
+	runBadInputs(t, c.RecordHeartbeat, []badInput[*durablev1.HeartbeatRequest]{
+		{"MissingTaskToken", &durablev1.HeartbeatRequest{}, codes.InvalidArgument, "task_token"},
+		{"GarbageTaskToken", &durablev1.HeartbeatRequest{TaskToken: garbage}, codes.InvalidArgument, "task_token"},
+		{"WorkflowTokenForActivityTask", &durablev1.HeartbeatRequest{TaskToken: token(t, "wf", "")}, codes.InvalidArgument, "task_token"},
+		{"DetailsOverLimit", &durablev1.HeartbeatRequest{TaskToken: tok, Details: over(testMaxPayload)}, codes.InvalidArgument, "details"},
+		{"IdentityTooLong", &durablev1.HeartbeatRequest{TaskToken: tok, Identity: longID}, codes.InvalidArgument, "identity"},
+		{"UnknownWorkflow", &durablev1.HeartbeatRequest{TaskToken: tok, Details: []byte("ckpt")}, codes.NotFound, ""},
+	})
+}

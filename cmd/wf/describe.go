@@ -1,0 +1,171 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+const describeUsage = `
+Usage: wf describe WORKFLOW_ID
+
+Shows a workflow (type, status, result or failure) and every pending
+activity: state, attempt n/max, when the next retry is due or when the
+current lease ends, the last failure, the age and details of the last
+heartbeat, and the trail of attempts. Dead letters are pending activities too.
+
+Examples:
+  wf describe order-42
+  wf describe order-42 --json | jq '.pendingActivities[] | select(.state == "ACTIVITY_STATE_DEAD_LETTERED")'
+`
+
+func (c *cli) describe(args []string) int {
+	fs := c.flagSet("describe", describeUsage)
+	pos, code := c.parse(fs, "describe", args)
+	if code >= 0 {
+		return code
+	}
+	if len(pos) != 1 {
+		return c.usageError("describe", "want exactly one WORKFLOW_ID")
+	}
+	ctx, cancel := c.context(false)
+	defer cancel()
+	cl, code := c.dial(ctx)
+	if code >= 0 {
+		return code
+	}
+	defer cl.Close()
+	resp, err := cl.Describe(ctx, pos[0])
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.g.json {
+		return c.done(printProto(c.stdout, resp))
+	}
+	now := time.Now()
+	printWorkflow(c.stdout, resp.GetWorkflow(), now)
+	acts := resp.GetPendingActivities()
+	if len(acts) == 0 {
+		fmt.Fprintln(c.stdout, "\nNo pending activities.")
+		return exitOK
+	}
+	fmt.Fprintln(c.stdout)
+	printActivities(c.stdout, acts, now)
+	for _, a := range acts {
+		fmt.Fprintln(c.stdout)
+		printAttempts(c.stdout, a, now)
+	}
+	return exitOK
+}
+
+// printWorkflow writes a workflow as a key/value block.
+func printWorkflow(w io.Writer, wf *durablev1.WorkflowInfo, now time.Time) {
+	t := table(w)
+	row(t, "Workflow:", wf.GetWorkflowId())
+	row(t, "Type:", wf.GetWorkflowType())
+	row(t, "Task queue:", wf.GetTaskQueue())
+	row(t, "Status:", workflowStatus(wf.GetStatus()))
+	row(t, "Started:", stampAgo(wf.GetStartTime(), now))
+	if wf.GetCloseTime() != nil {
+		row(t, "Closed:", fmt.Sprintf("%s (took %s)", stampAgo(wf.GetCloseTime(), now),
+			human(wf.GetCloseTime().AsTime().Sub(wf.GetStartTime().AsTime()))))
+	}
+	row(t, "History:", fmt.Sprintf("%d events", wf.GetHistoryLength()))
+	row(t, "Pending:", fmt.Sprintf("%d activities, %d dead-lettered", wf.GetPendingActivities(), wf.GetDeadLetters()))
+	if wf.GetStatus() == durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED {
+		row(t, "Result:", dash(preview(wf.GetResult(), 200)))
+	}
+	if wf.GetFailure() != nil {
+		row(t, "Failure:", failureText(wf.GetFailure()))
+	}
+	t.Flush()
+}
+
+// printActivities writes the pending activities table.
+func printActivities(w io.Writer, acts []*durablev1.PendingActivity, now time.Time) {
+	t := table(w)
+	row(t, "ACTIVITY", "TYPE", "STATE", "ATTEMPT", "NEXT", "LAST FAILURE", "HEARTBEAT", "DETAILS")
+	for _, a := range acts {
+		row(t, a.GetActivityId(), a.GetActivityType(), activityState(a.GetState()),
+			attemptOf(a), next(a, now), dash(cut(failureText(a.GetLastFailure()), 50)),
+			heartbeatAge(a, now), dash(preview(a.GetHeartbeatDetails(), 40)))
+	}
+	t.Flush()
+}
+
+// attemptOf is "n/max".
+func attemptOf(a *durablev1.PendingActivity) string {
+	max := "?"
+	if a.GetMaxAttempts() > 0 {
+		max = strconv.Itoa(int(a.GetMaxAttempts()))
+	}
+	return fmt.Sprintf("%d/%s", a.GetAttempt(), max)
+}
+
+// next says what happens next to an activity and when.
+func next(a *durablev1.PendingActivity, now time.Time) string {
+	switch a.GetState() {
+	case durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
+		if a.GetNextAttemptTime() != nil {
+			return "retry " + relative(a.GetNextAttemptTime().AsTime(), now)
+		}
+	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED:
+		if nt := a.GetNextAttemptTime(); nt != nil && nt.AsTime().After(now) {
+			return "runs " + relative(nt.AsTime(), now)
+		}
+		return "waiting for a worker"
+	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
+		if a.GetLeaseDeadline() != nil {
+			return "lease ends " + relative(a.GetLeaseDeadline().AsTime(), now)
+		}
+	case durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED:
+		if a.GetDeadLetteredTime() != nil {
+			return "redrive (dead " + human(now.Sub(a.GetDeadLetteredTime().AsTime())) + ")"
+		}
+		return "redrive"
+	}
+	return "-"
+}
+
+// heartbeatAge is how long ago the last heartbeat came, "-" if none.
+func heartbeatAge(a *durablev1.PendingActivity, now time.Time) string {
+	if a.GetLastHeartbeatTime() == nil {
+		return "-"
+	}
+	return relative(a.GetLastHeartbeatTime().AsTime(), now)
+}
+
+// printAttempts writes the attempts trail of one activity.
+func printAttempts(w io.Writer, a *durablev1.PendingActivity, now time.Time) {
+	fmt.Fprintf(w, "Attempts of %s (%s), key %s", a.GetActivityId(), a.GetActivityType(), a.GetIdempotencyKey())
+	if a.GetRedrives() > 0 {
+		fmt.Fprintf(w, ", redriven %d×", a.GetRedrives())
+	}
+	fmt.Fprintln(w, ":")
+	if n := a.GetAttemptsTruncated(); n > 0 {
+		fmt.Fprintf(w, "  (%d earlier attempts not shown)\n", n)
+	}
+	if len(a.GetAttempts()) == 0 {
+		fmt.Fprintln(w, "  none yet")
+		return
+	}
+	t := table(w)
+	row(t, "  #", "WORKER", "STARTED", "TOOK", "OUTCOME")
+	for _, at := range a.GetAttempts() {
+		took, outcome := "-", "running"
+		if at.GetEndedTime() != nil {
+			took = human(at.GetEndedTime().AsTime().Sub(at.GetStartedTime().AsTime()))
+			outcome = "completed"
+			if at.GetFailure() != nil {
+				outcome = cut(failureText(at.GetFailure()), 70)
+			}
+		} else if at.GetStartedTime() != nil {
+			took = human(now.Sub(at.GetStartedTime().AsTime())) + " so far"
+		}
+		row(t, "  "+strconv.Itoa(int(at.GetAttempt())), dash(at.GetIdentity()), stamp(at.GetStartedTime(), now), took, outcome)
+	}
+	t.Flush()
+}

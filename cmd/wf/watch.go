@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+const watchUsage = `
+Usage: wf watch [--snapshot]
+
+Follows the daemon's change stream until interrupted: first a snapshot of
+pending activities, dead letters and workflows, then every change. Each
+activity or workflow in an event is printed as one line, prefixed with the
+event's time and kind (snapshot, upsert, remove). With --json, each event is
+one JSON object on one line (JSON Lines).
+
+Examples:
+  wf watch
+  wf watch --snapshot                  # print the current state and exit
+  wf watch --json | jq -c 'select(.kind == "WATCH_EVENT_KIND_UPSERT")'
+`
+
+func (c *cli) watch(args []string) int {
+	fs := c.flagSet("watch", watchUsage)
+	snapshot := fs.Bool("snapshot", false, "exit after the initial snapshot")
+	pos, code := c.parse(fs, "watch", args)
+	if code >= 0 {
+		return code
+	}
+	if len(pos) != 0 {
+		return c.usageError("watch", fmt.Sprintf("unexpected argument %q", pos[0]))
+	}
+	ctx, cancel := c.context(true)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cl, code := c.dial(ctx)
+	if code >= 0 {
+		return code
+	}
+	defer cl.Close()
+
+	wctx, unsubscribe := context.WithCancel(ctx)
+	defer unsubscribe()
+	events, errc := cl.Watch(wctx)
+	for ev := range events {
+		var err error
+		if c.g.json {
+			_, err = fmt.Fprintf(c.stdout, "%s\n", rawProto(ev))
+		} else {
+			err = printEvent(c.stdout, ev)
+		}
+		if err != nil {
+			unsubscribe()
+			return c.done(err)
+		}
+		if *snapshot && ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
+			unsubscribe()
+			return exitOK
+		}
+	}
+	if err := <-errc; err != nil && ctx.Err() == nil {
+		return c.fail(err)
+	}
+	return exitOK // interrupted, or --timeout: watch for that long
+}
+
+// printEvent writes one line per activity, workflow or removed ref in ev, or
+// one line for an event that carries none.
+func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
+	now := time.Now()
+	if st := ev.GetServerTime(); st != nil {
+		now = st.AsTime()
+	}
+	head := fmt.Sprintf("%s %-13s", now.Local().Format("15:04:05.000"),
+		enumWord(ev.GetKind().String(), "WATCH_EVENT_KIND_"))
+	var lines []string
+	for _, a := range ev.GetActivities() {
+		line := fmt.Sprintf("activity %s/%s %s %s %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType(),
+			activityState(a.GetState()), attemptOf(a), next(a, now))
+		if f := failureText(a.GetLastFailure()); f != "" {
+			line += " last failure: " + cut(f, 60)
+		}
+		if a.GetLastHeartbeatTime() != nil {
+			line += " heartbeat " + heartbeatAge(a, now)
+			if d := preview(a.GetHeartbeatDetails(), 40); d != "" {
+				line += " " + d
+			}
+		}
+		lines = append(lines, line)
+	}
+	for _, wf := range ev.GetWorkflows() {
+		line := fmt.Sprintf("workflow %s %s %s pending=%d dead=%d", wf.GetWorkflowId(), wf.GetWorkflowType(),
+			workflowStatus(wf.GetStatus()), wf.GetPendingActivities(), wf.GetDeadLetters())
+		if f := failureText(wf.GetFailure()); f != "" {
+			line += " failure: " + cut(f, 60)
+		}
+		lines = append(lines, line)
+	}
+	for _, r := range ev.GetRemoved() {
+		lines = append(lines, fmt.Sprintf("activity %s/%s", r.GetWorkflowId(), r.GetActivityId()))
+	}
+	if len(lines) == 0 {
+		lines = []string{""}
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(strings.TrimRight(head+" "+l, " "))
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -37,6 +37,9 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 	if _, live := m.st.acts[m.detail.key]; !live {
 		title += st.Muted.Render("  (no longer pending: completed or failed)")
 	}
+	if !m.detail.loading && m.detail.historyErr == "" {
+		title += st.Muted.Render(fmt.Sprintf("  · %d events in history, the last below", len(m.detail.history)))
+	}
 	lines = append(lines, st.Title.Render(title), "")
 
 	w := waitOf(a, m.now)
@@ -67,7 +70,15 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 
 	lines = append(lines, "")
 	if f := a.GetLastFailure(); f != nil {
-		field("last failure", st.Failed.Render(failureLine(f)))
+		msg := strings.Split(strings.TrimRight(f.GetMessage(), "\n"), "\n")
+		head := f.GetType()
+		if head != "" && msg[0] != "" {
+			head += ": "
+		}
+		field("last failure", st.Failed.Render(head+msg[0]))
+		for _, l := range msg[1:] {
+			more(st.Failed.Render(l))
+		}
 		if f.GetNonRetryable() {
 			more("non-retryable")
 		}

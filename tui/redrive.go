@@ -136,4 +136,3 @@ func (j *redriveJob) progressLine(width int, rate int) string {
 	}
 	return s
 }
-

@@ -300,4 +300,3 @@ func (s *state) replaceWith(acts []*durablev1.PendingActivity, wfs []*durablev1.
 	s.refilterActivities(true, s.dead.filter)
 	s.refilterWorkflows(s.wfFilter)
 }
-

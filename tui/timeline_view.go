@@ -38,7 +38,8 @@ func (m Model) timelineView(h int) string {
 
 // eventLine is "+1m02s    7    ActivityTaskStarted        activity 2 attempt 1 by w-1".
 func eventLine(e *durablev1.HistoryEvent, origin time.Time) string {
-	return fmt.Sprintf("%-9s %-4d %-26s %s", "+"+span(e.GetTime().AsTime().Sub(origin)), e.GetEventId(), eventName(e.GetType()), eventDetail(e))
+	line := fmt.Sprintf("%-9s %-4d %-26s %s", "+"+span(e.GetTime().AsTime().Sub(origin)), e.GetEventId(), eventName(e.GetType()), eventDetail(e))
+	return strings.TrimRight(line, " ")
 }
 
 func eventDetail(e *durablev1.HistoryEvent) string {

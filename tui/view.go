@@ -79,7 +79,11 @@ func (m Model) headerView() string {
 		}
 	}
 	left := strings.Join(parts, " ")
-	right := st.Status.Render(m.connLabel())
+	label := m.connLabel()
+	if ansi.StringWidth(left)+ansi.StringWidth(label)+m.width/10 > m.width {
+		label = strings.TrimSuffix(label, " "+m.p.Addr) // the state matters more than the address
+	}
+	right := st.Status.Render(label)
 	gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
 	if gap < 1 {
 		return ansi.Truncate(left+" "+right, m.width, "…")

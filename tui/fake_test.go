@@ -1,0 +1,206 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// t0 is the fixed clock of every golden view.
+var t0 = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(t0.Add(d)) }
+
+// fakeStream replays events, then ends with end (or waits for its context).
+type fakeStream struct {
+	ctx    context.Context
+	events []*durablev1.WatchEvent
+	end    error
+	i      int
+}
+
+func (s *fakeStream) Recv() (*durablev1.WatchEvent, error) {
+	if s.i < len(s.events) {
+		s.i++
+		return s.events[s.i-1], nil
+	}
+	if s.end != nil {
+		return nil, s.end
+	}
+	<-s.ctx.Done()
+	return nil, s.ctx.Err()
+}
+
+// script is what one Watch call does.
+type script struct {
+	events []*durablev1.WatchEvent
+	end    error
+}
+
+// fakeBackend plays one script per Watch call (the last one repeats) and
+// records redrives.
+type fakeBackend struct {
+	mu         sync.Mutex
+	scripts    []script
+	watchCalls int
+	redrives   []ref
+	history    map[string][]*durablev1.HistoryEvent
+}
+
+func (f *fakeBackend) Watch(ctx context.Context) (WatchStream, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.scripts[min(f.watchCalls, len(f.scripts)-1)]
+	f.watchCalls++
+	return &fakeStream{ctx: ctx, events: s.events, end: s.end}, nil
+}
+
+func (f *fakeBackend) RedriveDeadLetter(_ context.Context, workflowID, activityID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.redrives = append(f.redrives, ref{workflowID: workflowID, activityID: activityID})
+	return nil
+}
+
+func (f *fakeBackend) GetWorkflowHistory(_ context.Context, workflowID string) ([]*durablev1.HistoryEvent, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if h, ok := f.history[workflowID]; ok {
+		return h, nil
+	}
+	return nil, errors.New("workflow not found")
+}
+
+func (f *fakeBackend) DescribeWorkflow(context.Context, string) (*durablev1.DescribeWorkflowResponse, error) {
+	return nil, errors.New("not used by the console")
+}
+
+func (f *fakeBackend) redriven() []ref {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]ref(nil), f.redrives...)
+}
+
+func snapshot(acts []*durablev1.PendingActivity, wfs []*durablev1.WorkflowInfo) []*durablev1.WatchEvent {
+	return []*durablev1.WatchEvent{
+		{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, Activities: acts, Workflows: wfs},
+		{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE},
+	}
+}
+
+var (
+	stScheduled = durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED
+	stStarted   = durablev1.ActivityState_ACTIVITY_STATE_STARTED
+	stRetrying  = durablev1.ActivityState_ACTIVITY_STATE_RETRYING
+	stDead      = durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED
+)
+
+func fail(typ, msg string) *durablev1.Failure { return &durablev1.Failure{Type: typ, Message: msg} }
+
+func act(wf, id, typ string, s durablev1.ActivityState, attempt, maxAttempts int32) *durablev1.PendingActivity {
+	return &durablev1.PendingActivity{
+		WorkflowId: wf, ActivityId: id, ActivityType: typ, TaskQueue: "default", State: s,
+		Attempt: attempt, MaxAttempts: maxAttempts, IdempotencyKey: wf + "/" + id,
+		ScheduledTime: at(-time.Minute),
+		Options: &durablev1.ActivityOptions{
+			StartToCloseTimeout: durationpb.New(30 * time.Second),
+			RetryPolicy:         &durablev1.RetryPolicy{InitialMs: 1000, Backoff: 2, MaxIntervalMs: 60000},
+		},
+	}
+}
+
+// fixtureActivities covers every state and wait reason.
+func fixtureActivities() []*durablev1.PendingActivity {
+	charge := act("order-1001", "1", "ChargeCard", stRetrying, 2, 5)
+	charge.NextAttemptTime = at(4200 * time.Millisecond)
+	charge.LastFailure = fail("CardDeclined", "issuer timed out\nafter 3 tries")
+	charge.LastWorkerIdentity = "worker-b"
+	charge.Attempts = []*durablev1.AttemptRecord{
+		{Attempt: 1, Identity: "worker-a", StartedTime: at(-8 * time.Second), EndedTime: at(-7900 * time.Millisecond), Failure: fail("CardDeclined", "issuer timed out")},
+		{Attempt: 2, Identity: "worker-b", StartedTime: at(-3 * time.Second), EndedTime: at(-2800 * time.Millisecond), Failure: fail("CardDeclined", "issuer timed out")},
+	}
+	charge.Options.RetryPolicy.NonRetryable = []string{"CardStolen"}
+
+	reserve := act("order-1001", "2", "ReserveStock", stStarted, 1, 5)
+	reserve.LeaseDeadline = at(27 * time.Second)
+	reserve.LastHeartbeatTime = at(-3 * time.Second)
+	reserve.HeartbeatDetails = []byte(`{"done": 420, "total": 1000}`)
+
+	queued := act("order-1002", "1", "ChargeCard", stScheduled, 1, 5)
+	queued.NextAttemptTime = at(-12 * time.Second)
+
+	copyChunk := act("backfill-7", "3", "CopyChunk", stStarted, 3, 8)
+	copyChunk.LeaseDeadline = at(2*time.Minute + 10*time.Second)
+	copyChunk.LastHeartbeatTime = at(-1500 * time.Millisecond)
+	copyChunk.HeartbeatDetails = []byte(`{"file":"part-0003","offset":1048576}`)
+	copyChunk.LastFailure = fail("HeartbeatTimeout", "no heartbeat for 10s")
+
+	var dead []*durablev1.PendingActivity
+	for i, d := range []struct {
+		wf, id, typ string
+		ago         time.Duration
+		f           *durablev1.Failure
+	}{
+		{"order-0990", "1", "ChargeCard", 5 * time.Minute, fail("GatewayTimeout", "upstream answered 504")},
+		{"order-0991", "1", "ChargeCard", 3 * time.Minute, fail("GatewayTimeout", "upstream answered 504")},
+		{"order-0995", "2", "SendEmail", 40 * time.Second, fail("SMTPRejected", "mailbox full")},
+	} {
+		a := act(d.wf, d.id, d.typ, stDead, 5, 5)
+		a.DeadLetteredTime = at(-d.ago)
+		a.LastFailure = d.f
+		a.Redrives = int32(i % 2)
+		dead = append(dead, a)
+	}
+	return append([]*durablev1.PendingActivity{charge, reserve, queued, copyChunk}, dead...)
+}
+
+func fixtureWorkflows() []*durablev1.WorkflowInfo {
+	running := durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING
+	wf := func(id, typ string, ago time.Duration, pending, dead int32) *durablev1.WorkflowInfo {
+		return &durablev1.WorkflowInfo{WorkflowId: id, WorkflowType: typ, TaskQueue: "default", Status: running,
+			StartTime: at(-ago), PendingActivities: pending, DeadLetters: dead}
+	}
+	done := wf("order-0900", "FlakyDemo", time.Hour, 0, 0)
+	done.Status = durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED
+	done.CloseTime = at(-59 * time.Minute)
+	done.Result = []byte(`{"charged":true}`)
+	failed := wf("order-0901", "FlakyDemo", 50*time.Minute, 0, 0)
+	failed.Status = durablev1.WorkflowStatus_WORKFLOW_STATUS_FAILED
+	failed.CloseTime = at(-49 * time.Minute)
+	failed.Failure = fail("CardStolen", "card reported stolen")
+	return []*durablev1.WorkflowInfo{
+		wf("order-1001", "FlakyDemo", time.Minute, 2, 0),
+		wf("order-1002", "FlakyDemo", 20*time.Second, 1, 0),
+		wf("backfill-7", "ResumableBackfill", 10*time.Minute, 1, 0),
+		wf("order-0990", "FlakyDemo", 6*time.Minute, 1, 1),
+		wf("order-0991", "FlakyDemo", 4*time.Minute, 1, 1),
+		wf("order-0995", "FlakyDemo", 2*time.Minute, 1, 1),
+		done, failed,
+	}
+}
+
+func fixtureHistory() map[string][]*durablev1.HistoryEvent {
+	ev := func(id int64, d time.Duration, t durablev1.EventType) *durablev1.HistoryEvent {
+		return &durablev1.HistoryEvent{EventId: id, Time: at(d), Type: t}
+	}
+	h := []*durablev1.HistoryEvent{
+		ev(1, -time.Minute, durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_STARTED),
+		ev(2, -time.Minute, durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_SCHEDULED),
+		ev(3, -59*time.Second, durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED),
+		ev(4, -59*time.Second, durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_COMPLETED),
+		ev(5, -59*time.Second, durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
+		ev(6, -59*time.Second, durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
+		ev(7, -10*time.Second, durablev1.EventType_EVENT_TYPE_TIMER_STARTED),
+	}
+	h[0].WorkflowType, h[0].TaskQueue, h[0].Input = "FlakyDemo", "default", []byte(`{"order":1001}`)
+	h[2].Identity, h[3].Identity = "worker-a", "worker-a"
+	h[4].ActivityId, h[4].ActivityType = "1", "ChargeCard"
+	h[5].ActivityId, h[5].ActivityType = "2", "ReserveStock"
+	h[6].TimerId, h[6].TimerDuration = "t1", durationpb.New(time.Minute)
+	return map[string][]*durablev1.HistoryEvent{"order-1001": h}
+}

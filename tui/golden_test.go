@@ -1,0 +1,119 @@
+package tui
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
+)
+
+// setup returns a console on a fixed clock, in plain ASCII, fed by fake.
+func setup(t testing.TB, fake *fakeBackend, p Params) Model {
+	t.Helper()
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.Ascii)
+	p.Backend = fake
+	p.Addr = "127.0.0.1:7345"
+	p.ClockFunc = func() time.Time { return t0 }
+	p.Renderer = r
+	if p.ReconnectDelayFunc == nil {
+		p.ReconnectDelayFunc = func(int) time.Duration { return 8 * time.Second }
+	}
+	return New(p)
+}
+
+func fixtureBackend() *fakeBackend {
+	return &fakeBackend{
+		scripts: []script{{events: snapshot(fixtureActivities(), fixtureWorkflows())}},
+		history: fixtureHistory(),
+	}
+}
+
+func keys(s ...string) []tea.Msg {
+	var out []tea.Msg
+	for _, k := range s {
+		switch k {
+		case "enter":
+			out = append(out, tea.KeyMsg{Type: tea.KeyEnter})
+		case "esc":
+			out = append(out, tea.KeyMsg{Type: tea.KeyEsc})
+		case "tab":
+			out = append(out, tea.KeyMsg{Type: tea.KeyTab})
+		default:
+			out = append(out, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)})
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, tm *teatest.TestModel, text string) {
+	t.Helper()
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(text)) },
+		teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+}
+
+// TestGoldenViews renders every screen at two terminal sizes on a fixed clock
+// and fixed data. Refresh with: go test ./tui -run TestGoldenViews -update
+func TestGoldenViews(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		backend func() *fakeBackend
+		keys    []string
+		waitFor string // shown once the keys' commands have answered
+	}{
+		{name: "Attempts", backend: fixtureBackend},
+		{name: "DeadLetters", backend: fixtureBackend, keys: []string{"2"}},
+		{name: "DeadLettersGrouped", backend: fixtureBackend, keys: []string{"2", "g"}},
+		{name: "Workflows", backend: fixtureBackend, keys: []string{"3"}},
+		{name: "Timeline", backend: fixtureBackend, keys: []string{"3", "j", "enter"}, waitFor: "TimerStarted"},
+		{name: "Detail", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history"},
+		{name: "Confirm", backend: fixtureBackend, keys: []string{"2", "g", "R"}},
+		{name: "Filter", backend: fixtureBackend, keys: []string{"/", "c", "h", "a", "r", "g", "e"}},
+		{name: "Help", backend: fixtureBackend, keys: []string{"?"}},
+		{name: "Disconnected", backend: func() *fakeBackend {
+			f := fixtureBackend()
+			f.scripts = []script{
+				{events: snapshot(fixtureActivities(), fixtureWorkflows()), end: errors.New("daemon went away")},
+				{}, // the reconnection hangs: the banner stays
+			}
+			return f
+		}, waitFor: "disconnected"},
+	}
+	sizes := []struct {
+		name string
+		w, h int
+	}{{"80x24", 80, 24}, {"132x43", 132, 43}}
+	for _, c := range cases {
+		for _, sz := range sizes {
+			t.Run(c.name+"/"+sz.name, func(t *testing.T) {
+				t.Parallel()
+				tm := teatest.NewTestModel(t, setup(t, c.backend(), Params{}), teatest.WithInitialTermSize(sz.w, sz.h))
+				// Output is consumed as it is read: wait for the first screen
+				// only when keys will produce another.
+				if len(c.keys) > 0 || c.waitFor == "" {
+					waitFor(t, tm, "order-1001")
+				}
+				for _, k := range keys(c.keys...) {
+					tm.Send(k)
+				}
+				if c.waitFor != "" {
+					waitFor(t, tm, c.waitFor)
+				}
+				if err := tm.Quit(); err != nil {
+					t.Fatal(err)
+				}
+				final := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(Model)
+				golden.RequireEqual(t, []byte(ansi.Strip(final.View())+"\n"))
+			})
+		}
+	}
+}

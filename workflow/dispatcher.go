@@ -4,7 +4,14 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
+	"time"
 )
+
+// blockedLimit is how long one coroutine may run without yielding. Workflow
+// code that waits on anything but this package (a channel, time.Sleep, I/O)
+// would otherwise hold the task until its lease ends, with no explanation.
+var blockedLimit = 3 * time.Second
 
 // The dispatcher runs coroutines one at a time, in creation order, each until
 // it blocks: the goroutines are only a way to keep each coroutine's stack.
@@ -13,8 +20,7 @@ import (
 // run over the same history makes the same steps.
 type dispatcher struct {
 	coros   []*coroutine
-	yielded chan struct{}
-	exiting bool
+	exiting atomic.Bool // atomic: an abandoned coroutine may still read it
 	// failure is the first panic or non-determinism seen; it stops the run.
 	failure *taskFailure
 }
@@ -33,6 +39,10 @@ type coroutine struct {
 	d      *dispatcher
 	name   string
 	resume chan struct{}
+	// yielded is signalled when the coroutine blocks or ends.
+	yielded chan struct{}
+	// stuck marks a coroutine that ran past blockedLimit; it is abandoned.
+	stuck bool
 	// cond is set while the coroutine is blocked: it may run again once
 	// cond returns true.
 	cond func() bool
@@ -40,12 +50,12 @@ type coroutine struct {
 }
 
 func newDispatcher() *dispatcher {
-	return &dispatcher{yielded: make(chan struct{})}
+	return &dispatcher{}
 }
 
 // spawn creates a coroutine that runs fn when the dispatcher gets to it.
 func (d *dispatcher) spawn(name string, fn func(co *coroutine)) *coroutine {
-	co := &coroutine{d: d, name: name, resume: make(chan struct{})}
+	co := &coroutine{d: d, name: name, resume: make(chan struct{}), yielded: make(chan struct{})}
 	d.coros = append(d.coros, co)
 	go func() {
 		defer func() {
@@ -61,10 +71,10 @@ func (d *dispatcher) spawn(name string, fn func(co *coroutine)) *coroutine {
 				}
 			}
 			co.done = true
-			d.yielded <- struct{}{}
+			co.yielded <- struct{}{}
 		}()
 		<-co.resume
-		if d.exiting {
+		if d.exiting.Load() {
 			return
 		}
 		fn(co)
@@ -76,9 +86,9 @@ func (d *dispatcher) spawn(name string, fn func(co *coroutine)) *coroutine {
 func (co *coroutine) yieldUntil(cond func() bool) {
 	for !cond() {
 		co.cond = cond
-		co.d.yielded <- struct{}{}
+		co.yielded <- struct{}{}
 		<-co.resume
-		if co.d.exiting {
+		if co.d.exiting.Load() {
 			runtime.Goexit()
 		}
 	}
@@ -97,7 +107,9 @@ func (d *dispatcher) run(stop func() bool) {
 			}
 			progress = true
 			co.resume <- struct{}{}
-			<-d.yielded
+			if !co.wait() {
+				return
+			}
 			if d.failure != nil || stop() {
 				return
 			}
@@ -111,11 +123,32 @@ func (d *dispatcher) run(stop func() bool) {
 // close ends every coroutine that is still blocked or not yet started, so
 // that no goroutine outlives the task.
 func (d *dispatcher) close() {
-	d.exiting = true
+	d.exiting.Store(true)
 	for _, co := range d.coros {
-		if !co.done {
+		if !co.done && !co.stuck {
 			co.resume <- struct{}{}
-			<-d.yielded
+			co.wait()
 		}
+	}
+}
+
+// wait waits for the coroutine to yield. One that runs past blockedLimit is
+// abandoned (its goroutine leaks, blocked for good) and fails the task.
+func (co *coroutine) wait() bool {
+	t := time.NewTimer(blockedLimit)
+	defer t.Stop()
+	select {
+	case <-co.yielded:
+		return true
+	case <-t.C:
+		co.stuck = true
+		if co.d.failure == nil {
+			co.d.failure = &taskFailure{
+				typ: "Blocked",
+				message: fmt.Sprintf("workflow coroutine %s ran %v without yielding: workflow code must wait only through this package (Future.Get, Sleep, Await), never on channels, locks, time.Sleep or I/O",
+					co.name, blockedLimit),
+			}
+		}
+		return false
 	}
 }

@@ -244,3 +244,17 @@ func TestTimersSelectorAndCoroutines(t *testing.T) {
 		t.Fatalf("result = %s, want timer@00:00:06", got)
 	}
 }
+
+func TestExecuteFailsBlockedCode(t *testing.T) {
+	// Not parallel: it changes the package's blocked limit.
+	defer workflow.SetBlockedLimit(50 * time.Millisecond)()
+	never := make(chan struct{})
+	blocked := func(ctx workflow.Context) error {
+		<-never // waits outside the workflow package
+		return nil
+	}
+	res := execute(t, blocked, concat(started(""), taskDone()[0]))
+	if res.Failure.GetType() != "Blocked" || !strings.Contains(res.Failure.GetMessage(), "main") {
+		t.Fatalf("failure = %v, want Blocked naming the main coroutine", res.Failure)
+	}
+}

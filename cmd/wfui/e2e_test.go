@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestConsoleRedrivesAnOutageEndToEnd drives the real binaries: durabled, a
+// demo worker in outage mode whose FlakyDemo activities dead-letter, then a
+// healthy worker, and wfui in tmux redriving every letter from the keyboard.
+// It needs tmux and the binaries durabled, demo, wf and wfui in
+// $DURABLE_BIN_DIR, and skips otherwise:
+//
+//	go build -o bin/ ./cmd/durabled ./cmd/wf ./cmd/wfui ./demo
+//	DURABLE_BIN_DIR=$PWD/bin go test ./cmd/wfui -run EndToEnd -v
+func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
+	bin := os.Getenv("DURABLE_BIN_DIR")
+	if bin == "" {
+		t.Skip("DURABLE_BIN_DIR is not set")
+	}
+	for _, b := range []string{"durabled", "demo", "wf", "wfui"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Skipf("binary %s missing: %v", b, err)
+		}
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed")
+	}
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	env := append(os.Environ(), "DURABLE_ADDR="+addr)
+
+	start := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(filepath.Join(bin, name), args...)
+		cmd.Env = env
+		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); log.Close() })
+		return cmd
+	}
+	run := func(args ...string) string {
+		cmd := exec.Command(filepath.Join(bin, "wf"), args...)
+		cmd.Env = env
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+
+	start("durabled", "--listen", addr, "--data", filepath.Join(dir, "data"))
+	outage := start("demo", "worker", "--addr", addr, "--outage", "--sink-dir", filepath.Join(dir, "sink"))
+	waitUntil(t, 20*time.Second, "the daemon answers", func() bool {
+		return !strings.Contains(run("start", "FlakyDemo", "--id", "e2e-1", "--input", `{"activities":3,"fail_rate":0.5,"max_attempts":3}`), "rror")
+	})
+
+	session := fmt.Sprintf("wfui-e2e-%d", os.Getpid())
+	tmux := func(args ...string) string {
+		out, err := exec.Command("tmux", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	tmux("new-session", "-d", "-s", session, "-x", "132", "-y", "43",
+		filepath.Join(bin, "wfui")+" --addr "+addr)
+	t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", session).Run() })
+	screen := func() string { return tmux("capture-pane", "-p", "-t", session) }
+
+	// A retry countdown is visible and goes down.
+	var first map[string]float64
+	waitUntil(t, 30*time.Second, "a retry countdown", func() bool {
+		first = countdowns(screen())
+		return len(first) > 0
+	})
+	waitUntil(t, 10*time.Second, "a countdown going down", func() bool {
+		for k, v := range countdowns(screen()) {
+			if w, ok := first[k]; ok && v < w {
+				return true
+			}
+		}
+		return false
+	})
+
+	// Every activity dead-letters during the outage.
+	tmux("send-keys", "-t", session, "2")
+	waitUntil(t, 90*time.Second, "dead letters", func() bool {
+		return strings.Contains(screen(), "dead letters (3)")
+	})
+
+	// The outage ends: a healthy worker takes over, and the letters are redriven.
+	_ = outage.Process.Kill()
+	start("demo", "worker", "--addr", addr, "--sink-dir", filepath.Join(dir, "sink"))
+	tmux("send-keys", "-t", session, "R")
+	waitUntil(t, 10*time.Second, "the confirmation", func() bool { return strings.Contains(screen(), "Redrive 3 dead letters?") })
+	tmux("send-keys", "-t", session, "y")
+
+	waitUntil(t, 60*time.Second, "the workflow completes", func() bool {
+		return strings.Contains(strings.ToLower(run("describe", "e2e-1", "--json")), "complete")
+	})
+	if out := strings.TrimSpace(run("dlq", "list", "--json")); out != "[]" && out != "null" && out != "" {
+		t.Fatalf("dead letters left after the redrive: %s", out)
+	}
+	tmux("send-keys", "-t", session, "q")
+}
+
+// countdownRow matches an attempts-view row of a retrying activity:
+// workflow, activity id, ..., "retrying", n/max, a countdown with tenths or seconds.
+var countdownRow = regexp.MustCompile(`^\W*(\S+)\s+(\S+)\s+\S+\s+retrying\s+\d+/\d+\s+(\d+(?:\.\d)?)s\b`)
+
+// countdowns reads the retry countdowns on screen, keyed by workflow and activity.
+func countdowns(screen string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(screen, "\n") {
+		if m := countdownRow.FindStringSubmatch(line); m != nil {
+			if v, err := strconv.ParseFloat(m[3], 64); err == nil {
+				out[m[1]+"/"+m[2]] = v
+			}
+		}
+	}
+	return out
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Proc is one child process whose output goes to a log file.
@@ -86,12 +87,14 @@ func (p *Proc) Kill() {
 }
 
 // Stop asks the process to exit (os.Interrupt), then kills it if it is still
-// there when grace is over.
-func (p *Proc) Stop(grace <-chan struct{}) {
+// there after grace.
+func (p *Proc) Stop(grace time.Duration) {
 	_ = p.cmd.Process.Signal(os.Interrupt)
+	t := time.NewTimer(grace)
+	defer t.Stop()
 	select {
 	case <-p.done:
-	case <-grace:
+	case <-t.C:
 		p.Kill()
 	}
 }

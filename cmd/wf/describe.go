@@ -10,20 +10,23 @@ import (
 )
 
 const describeUsage = `
-Usage: wf describe WORKFLOW_ID
+Usage: wf describe WORKFLOW_ID [--attempts N]
 
 Shows a workflow (type, status, result or failure) and every pending
 activity: state, attempt n/max, when the next retry is due or when the
 current lease ends, the last failure, the age and details of the last
-heartbeat, and the trail of attempts. Dead letters are pending activities too.
+heartbeat, and the last attempts of each. Dead letters are pending activities
+too.
 
 Examples:
   wf describe order-42
+  wf describe order-42 --attempts 0     # every attempt recorded
   wf describe order-42 --json | jq '.pendingActivities[] | select(.state == "ACTIVITY_STATE_DEAD_LETTERED")'
 `
 
 func (c *cli) describe(args []string) int {
 	fs := c.flagSet("describe", describeUsage)
+	attempts := fs.Int("attempts", 5, "show the last N attempts of each activity (0: all)")
 	pos, code := c.parse(fs, "describe", args)
 	if code >= 0 {
 		return code
@@ -56,7 +59,7 @@ func (c *cli) describe(args []string) int {
 	printActivities(c.stdout, acts, now)
 	for _, a := range acts {
 		fmt.Fprintln(c.stdout)
-		printAttempts(c.stdout, a, now)
+		printAttempts(c.stdout, a, *attempts, now)
 	}
 	return exitOK
 }
@@ -70,11 +73,15 @@ func printWorkflow(w io.Writer, wf *durablev1.WorkflowInfo, now time.Time) {
 	row(t, "Status:", workflowStatus(wf.GetStatus()))
 	row(t, "Started:", stampAgo(wf.GetStartTime(), now))
 	if wf.GetCloseTime() != nil {
-		row(t, "Closed:", fmt.Sprintf("%s (took %s)", stampAgo(wf.GetCloseTime(), now),
+		row(t, "Closed:", fmt.Sprintf("%s, took %s", stampAgo(wf.GetCloseTime(), now),
 			human(wf.GetCloseTime().AsTime().Sub(wf.GetStartTime().AsTime()))))
 	}
 	row(t, "History:", fmt.Sprintf("%d events", wf.GetHistoryLength()))
-	row(t, "Pending:", fmt.Sprintf("%d activities, %d dead-lettered", wf.GetPendingActivities(), wf.GetDeadLetters()))
+	pending := "none"
+	if n := wf.GetPendingActivities(); n > 0 {
+		pending = fmt.Sprintf("%d %s, %d dead-lettered", n, plural(int(n), "activity", "activities"), wf.GetDeadLetters())
+	}
+	row(t, "Pending:", pending)
 	if wf.GetStatus() == durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED {
 		row(t, "Result:", dash(preview(wf.GetResult(), 200)))
 	}
@@ -123,9 +130,9 @@ func next(a *durablev1.PendingActivity, now time.Time) string {
 		}
 	case durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED:
 		if a.GetDeadLetteredTime() != nil {
-			return "redrive (dead " + human(now.Sub(a.GetDeadLetteredTime().AsTime())) + ")"
+			return "needs redrive (dead " + human(now.Sub(a.GetDeadLetteredTime().AsTime())) + ")"
 		}
-		return "redrive"
+		return "needs redrive"
 	}
 	return "-"
 }
@@ -138,29 +145,35 @@ func heartbeatAge(a *durablev1.PendingActivity, now time.Time) string {
 	return relative(a.GetLastHeartbeatTime().AsTime(), now)
 }
 
-// printAttempts writes the attempts trail of one activity.
-func printAttempts(w io.Writer, a *durablev1.PendingActivity, now time.Time) {
+// printAttempts writes the last (all if last <= 0) attempts of one activity.
+func printAttempts(w io.Writer, a *durablev1.PendingActivity, last int, now time.Time) {
 	fmt.Fprintf(w, "Attempts of %s (%s), key %s", a.GetActivityId(), a.GetActivityType(), a.GetIdempotencyKey())
 	if a.GetRedrives() > 0 {
 		fmt.Fprintf(w, ", redriven %d×", a.GetRedrives())
 	}
 	fmt.Fprintln(w, ":")
-	if n := a.GetAttemptsTruncated(); n > 0 {
-		fmt.Fprintf(w, "  (%d earlier attempts not shown)\n", n)
-	}
-	if len(a.GetAttempts()) == 0 {
+	trail := a.GetAttempts()
+	if len(trail) == 0 {
 		fmt.Fprintln(w, "  none yet")
 		return
 	}
+	hidden := int(a.GetAttemptsTruncated())
+	if last > 0 && len(trail) > last {
+		hidden += len(trail) - last
+		trail = trail[len(trail)-last:]
+	}
+	if hidden > 0 {
+		fmt.Fprintf(w, "  (%d earlier attempts not shown)\n", hidden)
+	}
 	t := table(w)
 	row(t, "  #", "WORKER", "STARTED", "TOOK", "OUTCOME")
-	for _, at := range a.GetAttempts() {
+	for _, at := range trail {
 		took, outcome := "-", "running"
 		if at.GetEndedTime() != nil {
 			took = human(at.GetEndedTime().AsTime().Sub(at.GetStartedTime().AsTime()))
 			outcome = "completed"
 			if at.GetFailure() != nil {
-				outcome = cut(failureText(at.GetFailure()), 70)
+				outcome = cut(failureText(at.GetFailure()), 100)
 			}
 		} else if at.GetStartedTime() != nil {
 			took = human(now.Sub(at.GetStartedTime().AsTime())) + " so far"

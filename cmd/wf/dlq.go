@@ -94,10 +94,10 @@ func (c *cli) dlqList(args []string) int {
 			since = relative(a.GetDeadLetteredTime().AsTime(), now)
 		}
 		row(t, a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType(), attemptOf(a), since,
-			strconv.Itoa(int(a.GetRedrives())), dash(cut(failureText(a.GetLastFailure()), 70)))
+			strconv.Itoa(int(a.GetRedrives())), dash(cut(failureText(a.GetLastFailure()), 100)))
 	}
 	t.Flush()
-	fmt.Fprintf(c.stdout, "%d dead letters\n", len(letters))
+	fmt.Fprintf(c.stdout, "%d dead %s\n", len(letters), plural(len(letters), "letter", "letters"))
 	return exitOK
 }
 

@@ -19,14 +19,14 @@ func TestHumanOutput(t *testing.T) {
 		wants []string
 	}{
 		{"Describe", []string{"describe", "order-42"}, []string{
-			"Workflow:", "order-42", "Checkout", "running", "1 activities, 1 dead-lettered",
+			"Workflow:", "order-42", "Checkout", "running", "1 activity, 1 dead-lettered",
 			"ACTIVITY", "ChargeCard", "dead-lettered", "1/1", "Boom: card processor said 503",
 			"Attempts of 1 (ChargeCard), key order-42/1", "test-worker"}},
 		{"History", []string{"history", "order-42"}, []string{
 			"WorkflowExecutionStarted", "type=Checkout", `input={"n":1}`, "ActivityTaskScheduled", "activity=1 ChargeCard",
 			"ActivityDeadLettered", "failure=Boom: card processor said 503", `result="sent"`}},
 		{"List", []string{"list"}, []string{"WORKFLOW", "order-42", "Checkout", "running"}},
-		{"DLQList", []string{"dlq", "list"}, []string{"order-42", "ChargeCard", "1/1", "Boom", "1 dead letters"}},
+		{"DLQList", []string{"dlq", "list"}, []string{"order-42", "ChargeCard", "1/1", "Boom", "1 dead letter"}},
 		{"Stats", []string{"stats"}, []string{"P99", "ChargeCard", "SendEmail"}},
 		{"Watch", []string{"watch", "--snapshot"}, []string{"snapshot", "activity order-42/1 ChargeCard dead-lettered 1/1", "snapshot-done"}},
 	}

@@ -195,3 +195,11 @@ func eventName(t durablev1.EventType) string {
 	}
 	return b.String()
 }
+
+// plural picks the word for n things.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

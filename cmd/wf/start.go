@@ -92,6 +92,10 @@ func (c *cli) start(args []string) int {
 		return exitOK
 	}
 
+	if !c.g.json {
+		// stderr, so that stdout stays the result alone for a pipe.
+		fmt.Fprintf(c.stderr, "started %s %s on queue %s; waiting for its result\n", pos[0], r.ID, *queue)
+	}
 	var result json.RawMessage
 	err = r.Get(ctx, &result)
 	var wfe *client.WorkflowFailedError

@@ -181,10 +181,19 @@ func (p policyFlags) retryPolicy() *durablev1.RetryPolicy {
 func (p policyFlags) describe() string {
 	delays := activity.RetryDelays(p.retryPolicy(), p.maxAttempts)
 	var total time.Duration
-	parts := make([]string, len(delays))
-	for i, d := range delays {
-		parts[i] = human(d)
-		total += d
+	var parts []string
+	for i := 0; i < len(delays); {
+		j := i
+		for j < len(delays) && delays[j] == delays[i] {
+			total += delays[j]
+			j++
+		}
+		if n := j - i; n > 1 {
+			parts = append(parts, fmt.Sprintf("%d×%s", n, human(delays[i])))
+		} else {
+			parts = append(parts, human(delays[i]))
+		}
+		i = j
 	}
 	s2c := "unset"
 	if p.startToClose > 0 {

@@ -38,8 +38,13 @@ func (c *cli) watch(args []string) int {
 	if len(pos) != 0 {
 		return c.usageError("watch", fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
-	ctx, cancel := c.context(true)
+	// --timeout means "watch for this long": a timer cancels the stream, so
+	// the daemon never sees a deadline and the end is not an error.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if c.g.timeout > 0 {
+		defer time.AfterFunc(c.g.timeout, cancel).Stop()
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cl, code := c.dial(ctx)

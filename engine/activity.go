@@ -28,35 +28,60 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 	resp := &durablev1.PollActivityTaskResponse{}
 	k := queueKey{ActivityTask, req.GetTaskQueue()}
 	err := e.longPoll(ctx, k, func(now time.Time) (bool, time.Time, error) {
-		var next time.Time
-		err := e.updateLocked(func(tx Tx, c *change) error {
-			resp.Tasks = resp.Tasks[:0]
-			entries, err := tx.Queued(ActivityTask, k.queue, max)
+		resp.Tasks = resp.Tasks[:0]
+		for {
+			taken, next := e.takeDue(k, now, max-len(resp.Tasks))
+			if len(taken) == 0 {
+				return len(resp.Tasks) > 0, next, nil
+			}
+			err := e.updateLocked(func(tx Tx, c *change) error {
+				resp.Tasks = resp.Tasks[:0]
+				for _, q := range taken {
+					t, err := e.leaseActivity(tx, c, q, req.GetIdentity(), now)
+					if errors.Is(err, errStaleEntry) {
+						continue
+					}
+					if err != nil {
+						return err
+					}
+					resp.Tasks = append(resp.Tasks, t)
+				}
+				return nil
+			})
 			if err != nil {
-				return err
+				e.restoreLocked(taken)
+				return false, time.Time{}, err
 			}
-			for _, q := range entries {
-				if q.Due.After(now) {
-					next = q.Due
-					break
-				}
-				t, err := e.leaseActivity(tx, c, q, req.GetIdentity(), now)
-				if err != nil {
-					return err
-				}
-				resp.Tasks = append(resp.Tasks, t)
+			if len(resp.Tasks) > 0 {
+				return true, time.Time{}, nil
 			}
-			return nil
-		})
-		return len(resp.Tasks) > 0, next, err
+		}
 	})
 	return resp, err
 }
 
+// errStaleEntry marks a queue entry whose record has moved on since it was
+// queued; the poll skips it.
+var errStaleEntry = errors.New("stale queue entry")
+
+// restoreLocked puts back entries taken by a poll whose transaction failed, so
+// the tasks stay pollable.
+func (e *Engine) restoreLocked(entries []QueueEntry) {
+	for _, q := range entries {
+		e.pushEntryLocked(q)
+	}
+}
+
 func (e *Engine) leaseActivity(tx Tx, c *change, q QueueEntry, identity string, now time.Time) (*durablev1.ActivityTask, error) {
 	a, err := tx.GetActivity(q.WorkflowID, q.ActivityID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, errStaleEntry
+	}
 	if err != nil {
 		return nil, err
+	}
+	if cur, ok := QueueEntryOf(a); !ok || cur.Seq != q.Seq {
+		return nil, errStaleEntry
 	}
 	in := a.GetInfo()
 	a.LeaseId = e.nextID(c)
@@ -70,7 +95,7 @@ func (e *Engine) leaseActivity(tx Tx, c *change, q QueueEntry, identity string, 
 	if err := tx.PutActivity(a); err != nil {
 		return nil, err
 	}
-	c.timerAt(deadline)
+	c.addTimer(Timer{Due: deadline, Kind: ActivityLeaseTimer, WorkflowID: in.GetWorkflowId(), ID: in.GetActivityId()})
 	c.upsert(in)
 	return &durablev1.ActivityTask{
 		TaskToken:        encodeToken(&durablev1.TaskToken{WorkflowId: in.GetWorkflowId(), ActivityId: in.GetActivityId(), Attempt: in.GetAttempt(), LeaseId: a.GetLeaseId()}),
@@ -195,8 +220,7 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 	if err := tx.PutActivity(a); err != nil {
 		return err
 	}
-	c.enqueued(ActivityTask, in.GetTaskQueue(), d.Next, now)
-	e.noteTimers(c, a)
+	e.noteQueued(c, a, false)
 	c.upsert(in)
 	return nil
 }
@@ -273,7 +297,7 @@ func (e *Engine) RecordHeartbeat(ctx context.Context, req *durablev1.HeartbeatRe
 		if err := tx.PutActivity(a); err != nil {
 			return err
 		}
-		c.timerAt(deadline)
+		c.addTimer(Timer{Due: deadline, Kind: ActivityLeaseTimer, WorkflowID: in.GetWorkflowId(), ID: in.GetActivityId()})
 		c.upsert(in)
 		resp.Deadline = in.GetLeaseDeadline()
 		return nil
@@ -322,8 +346,7 @@ func (e *Engine) RedriveDeadLetter(ctx context.Context, req *durablev1.RedriveDe
 		if err := tx.PutWorkflow(w); err != nil {
 			return err
 		}
-		c.enqueued(ActivityTask, in.GetTaskQueue(), now, now)
-		e.noteTimers(c, a)
+		e.noteQueued(c, a, true)
 		c.upsert(in)
 		c.workflow(w)
 		resp.Activity = proto.Clone(in).(*durablev1.PendingActivity)
@@ -335,9 +358,17 @@ func (e *Engine) RedriveDeadLetter(ctx context.Context, req *durablev1.RedriveDe
 	return resp, nil
 }
 
-func (e *Engine) noteTimers(c *change, a *durablev1.ActivityRecord) {
+// noteQueued tells the in-memory index about an activity that has just been
+// queued: its queue entry and its timers (the schedule-to-close one only when
+// it is new, on scheduling and redrive).
+func (e *Engine) noteQueued(c *change, a *durablev1.ActivityRecord, newBudget bool) {
+	if q, ok := QueueEntryOf(a); ok {
+		c.enqueue(q)
+	}
 	for _, t := range TimersOf(a) {
-		c.timerAt(t.Due)
+		if t.Kind != ScheduleToCloseTimer || newBudget {
+			c.addTimer(t)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"container/heap"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -26,7 +27,8 @@ type Engine struct {
 	closeCh   chan struct{}
 	loopDone  chan struct{}
 	waiters   map[queueKey][]*waiter
-	nextTimer time.Time // earliest timer due; zero when there is none
+	queues    map[queueKey]*entryHeap // pending tasks by queue, see index.go
+	timers    timerHeap               // every timer, earliest first
 	timerWake chan struct{}
 	watchers  map[*watcher]struct{}
 	closeSubs map[string][]chan struct{} // workflow id → waiters for its close
@@ -49,6 +51,7 @@ func New(store Store, opts Options) (*Engine, error) {
 		closeCh:   make(chan struct{}),
 		loopDone:  make(chan struct{}),
 		waiters:   map[queueKey][]*waiter{},
+		queues:    map[queueKey]*entryHeap{},
 		timerWake: make(chan struct{}, 1),
 		watchers:  map[*watcher]struct{}{},
 		closeSubs: map[string][]chan struct{}{},
@@ -59,14 +62,7 @@ func New(store Store, opts Options) (*Engine, error) {
 			return err
 		}
 		e.seq = n
-		ts, err := tx.DueTimers(1)
-		if err != nil {
-			return err
-		}
-		if len(ts) > 0 {
-			e.nextTimer = ts[0].Due
-		}
-		return nil
+		return e.rebuildIndex(tx)
 	})
 	if err != nil {
 		return nil, err
@@ -96,9 +92,9 @@ func (e *Engine) Close() error {
 // change collects what a transaction did that the world outside the store
 // must hear about once it commits.
 type change struct {
-	ready      map[queueKey]int // new entries per queue (due now)
-	later      map[queueKey]bool
-	timer      time.Time // earliest new timer
+	entries    []QueueEntry // new queue entries
+	timers     []Timer      // new timers
+	now        time.Time
 	activities []*durablev1.PendingActivity
 	removed    []*durablev1.ActivityRef
 	workflows  []*durablev1.WorkflowInfo
@@ -106,26 +102,8 @@ type change struct {
 	seqUsed    bool
 }
 
-func (c *change) enqueued(kind TaskKind, queue string, due, now time.Time) {
-	k := queueKey{kind, queue}
-	if due.After(now) {
-		if c.later == nil {
-			c.later = map[queueKey]bool{}
-		}
-		c.later[k] = true
-		return
-	}
-	if c.ready == nil {
-		c.ready = map[queueKey]int{}
-	}
-	c.ready[k]++
-}
-
-func (c *change) timerAt(t time.Time) {
-	if c.timer.IsZero() || t.Before(c.timer) {
-		c.timer = t
-	}
-}
+func (c *change) enqueue(q QueueEntry)  { c.entries = append(c.entries, q) }
+func (c *change) addTimer(ts ...Timer) { c.timers = append(c.timers, ts...) }
 
 // update runs fn as one store transaction under the engine's mutex, then
 // wakes pollers, moves the timer and tells watchers. It does not sync.
@@ -141,7 +119,7 @@ func (e *Engine) updateLocked(fn func(tx Tx, c *change) error) error {
 	}
 	var c *change
 	err := e.store.Update(func(tx Tx) error {
-		c = &change{}
+		c = &change{now: e.now()}
 		if err := fn(tx, c); err != nil {
 			return err
 		}
@@ -166,17 +144,32 @@ func (e *Engine) commit(fn func(tx Tx, c *change) error) error {
 }
 
 func (e *Engine) afterCommitLocked(c *change) {
-	for k, n := range c.ready {
+	var ready map[queueKey]int
+	for _, q := range c.entries {
+		e.pushEntryLocked(q)
+		k := queueKey{q.Kind, q.Queue}
+		if ready == nil {
+			ready = map[queueKey]int{}
+		}
+		if q.Due.After(c.now) {
+			ready[k] = -1 // a poller must wake to wait for its due time
+		} else if ready[k] >= 0 {
+			ready[k]++
+		}
+	}
+	for k, n := range ready {
 		e.wakeLocked(k, n)
 	}
-	for k := range c.later {
-		e.wakeLocked(k, -1)
-	}
-	if !c.timer.IsZero() && (e.nextTimer.IsZero() || c.timer.Before(e.nextTimer)) {
-		e.nextTimer = c.timer
-		select {
-		case e.timerWake <- struct{}{}:
-		default:
+	if len(c.timers) > 0 {
+		before := e.nextTimerLocked()
+		for _, t := range c.timers {
+			heap.Push(&e.timers, t)
+		}
+		if next := e.nextTimerLocked(); before.IsZero() || next.Before(before) {
+			select {
+			case e.timerWake <- struct{}{}:
+			default:
+			}
 		}
 	}
 	for _, id := range c.closed {

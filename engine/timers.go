@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"container/heap"
 	"errors"
 	"time"
 
@@ -20,7 +21,7 @@ func (e *Engine) timerLoop() {
 		if err := e.fireDueLocked(now); err != nil && !errors.Is(err, ErrClosed) {
 			e.opts.Logger.Error("firing timers", "err", err)
 		}
-		next := e.nextTimer
+		next := e.nextTimerLocked()
 		e.mu.Unlock()
 
 		var due <-chan time.Time
@@ -41,47 +42,25 @@ func (e *Engine) timerLoop() {
 // timers fire. Timer effects are not synced: after a crash they are derived
 // again from the records and fire again.
 func (e *Engine) fireDueLocked(now time.Time) error {
-	for rounds := 0; !e.nextTimer.IsZero() && !e.nextTimer.After(now); rounds++ {
-		if rounds == 10000 {
-			// Every fired timer changes its record, which moves its index
-			// entry; getting here means an entry no record explains.
-			e.opts.Logger.Error("timer index does not drain; retrying in a second", "due", e.nextTimer)
-			e.nextTimer = now.Add(time.Second)
-			return nil
+	for len(e.timers) > 0 && !e.timers[0].Due.After(now) {
+		var batch []Timer
+		for len(e.timers) > 0 && !e.timers[0].Due.After(now) && len(batch) < timerBatch {
+			batch = append(batch, heap.Pop(&e.timers).(Timer))
 		}
-		var next time.Time
 		err := e.updateLocked(func(tx Tx, c *change) error {
-			timers, err := tx.DueTimers(timerBatch)
-			if err != nil {
-				return err
-			}
-			next = time.Time{}
-			for _, t := range timers {
-				if t.Due.After(now) {
-					next = t.Due
-					return nil
-				}
+			for _, t := range batch {
 				if err := e.fire(tx, c, t, now); err != nil {
 					return err
-				}
-			}
-			if len(timers) == timerBatch {
-				next = now // more may be due: look again
-			} else {
-				ts, err := tx.DueTimers(1)
-				if err != nil {
-					return err
-				}
-				if len(ts) > 0 {
-					next = ts[0].Due
 				}
 			}
 			return nil
 		})
 		if err != nil {
+			for _, t := range batch {
+				heap.Push(&e.timers, t)
+			}
 			return err
 		}
-		e.nextTimer = next
 	}
 	return nil
 }
@@ -110,15 +89,16 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		return ignoreNotFound(err)
 	}
 	in := a.GetInfo()
-	// The attempt ended at its deadline, however late the engine noticed
-	// (after a restart, say): the backoff counts from then.
-	now = t.Due
+	// Timers are checked against the record: an entry left behind by an
+	// earlier lease, heartbeat or attempt does nothing. What fires counts from
+	// its own due time, however late the engine noticed (after a restart, say).
 	switch t.Kind {
 	case ActivityLeaseTimer:
 		deadline, why := LeaseDeadline(in)
-		if in.GetState() != stateStarted || deadline.After(now) {
-			return tx.PutActivity(a) // rewrite the index to the current deadline
+		if in.GetState() != stateStarted || deadline.After(t.Due) {
+			return nil
 		}
+		now = deadline
 		if why == TimeoutScheduleToClose {
 			return e.expire(tx, c, a, now)
 		}
@@ -128,9 +108,11 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		}
 		return e.failAttempt(tx, c, a, &durablev1.Failure{Type: why, Message: msg}, now)
 	case ScheduleToStartTimer:
-		if in.GetState() != stateScheduled && in.GetState() != stateRetrying {
+		if in.GetState() != stateScheduled && in.GetState() != stateRetrying ||
+			in.GetNextAttemptTime().AsTime().Add(in.GetOptions().GetScheduleToStartTimeout().AsDuration()).After(t.Due) {
 			return nil
 		}
+		now = t.Due
 		w, err := tx.GetWorkflow(t.WorkflowID)
 		if err != nil {
 			return err
@@ -140,10 +122,10 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 			Message: "no worker picked the attempt up within its schedule-to-start timeout of " + in.GetOptions().GetScheduleToStartTimeout().AsDuration().String(),
 		}, now)
 	case ScheduleToCloseTimer:
-		if in.GetState() == stateDead || in.GetExpirationTime().AsTime().After(now) {
+		if in.GetState() == stateDead || in.GetExpirationTime() == nil || in.GetExpirationTime().AsTime().After(t.Due) {
 			return nil
 		}
-		return e.expire(tx, c, a, now)
+		return e.expire(tx, c, a, in.GetExpirationTime().AsTime())
 	}
 	return nil
 }
@@ -165,7 +147,7 @@ func (e *Engine) expire(tx Tx, c *change, a *durablev1.ActivityRecord, now time.
 }
 
 func (e *Engine) fireUserTimer(tx Tx, c *change, t Timer, now time.Time) error {
-	if _, err := tx.GetTimer(t.WorkflowID, t.ID); err != nil {
+	if rec, err := tx.GetTimer(t.WorkflowID, t.ID); err != nil || !rec.GetFireTime().AsTime().Equal(t.Due) {
 		return ignoreNotFound(err)
 	}
 	if err := tx.DeleteTimer(t.WorkflowID, t.ID); err != nil {

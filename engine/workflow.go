@@ -106,7 +106,8 @@ func (e *Engine) scheduleWorkflowTask(tx Tx, c *change, w *durablev1.WorkflowRec
 	w.WtSeq = e.nextID(c)
 	w.WtDirty = false
 	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskScheduled, TaskQueue: w.GetInfo().GetTaskQueue()})
-	c.enqueued(WorkflowTask, w.GetInfo().GetTaskQueue(), now, now)
+	q, _ := WorkflowQueueEntryOf(w)
+	c.enqueue(q)
 }
 
 // PollWorkflowTask leases the next workflow task of a queue and returns the
@@ -115,41 +116,50 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 	resp := &durablev1.PollWorkflowTaskResponse{}
 	k := queueKey{WorkflowTask, req.GetTaskQueue()}
 	err := e.longPoll(ctx, k, func(now time.Time) (bool, time.Time, error) {
-		var next time.Time
-		got := false
-		err := e.updateLocked(func(tx Tx, c *change) error {
-			entries, err := tx.Queued(WorkflowTask, k.queue, 1)
-			if err != nil || len(entries) == 0 {
-				return err
+		for {
+			taken, next := e.takeDue(k, now, 1)
+			if len(taken) == 0 {
+				return false, next, nil
 			}
-			if entries[0].Due.After(now) {
-				next = entries[0].Due
+			got := false
+			err := e.updateLocked(func(tx Tx, c *change) error {
+				w, err := tx.GetWorkflow(taken[0].WorkflowID)
+				if errors.Is(err, ErrNotFound) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				if cur, ok := WorkflowQueueEntryOf(w); !ok || cur.Seq != taken[0].Seq {
+					return nil // stale entry
+				}
+				w.WtState = wtStarted
+				w.WtLeaseId = e.nextID(c)
+				w.WtDeadline = ts(now.Add(e.opts.WorkflowTaskTimeout))
+				if err := tx.PutWorkflow(w); err != nil {
+					return err
+				}
+				c.addTimer(WorkflowTimersOf(w)...)
+				history, err := tx.History(w.GetInfo().GetWorkflowId())
+				if err != nil {
+					return err
+				}
+				resp.TaskToken = encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()})
+				resp.WorkflowId = w.GetInfo().GetWorkflowId()
+				resp.WorkflowType = w.GetInfo().GetWorkflowType()
+				resp.History = history
+				resp.Attempt = w.GetWtAttempt()
+				got = true
 				return nil
-			}
-			w, err := tx.GetWorkflow(entries[0].WorkflowID)
+			})
 			if err != nil {
-				return err
+				e.restoreLocked(taken)
+				return false, time.Time{}, err
 			}
-			w.WtState = wtStarted
-			w.WtLeaseId = e.nextID(c)
-			w.WtDeadline = ts(now.Add(e.opts.WorkflowTaskTimeout))
-			if err := tx.PutWorkflow(w); err != nil {
-				return err
+			if got {
+				return true, time.Time{}, nil
 			}
-			c.timerAt(w.GetWtDeadline().AsTime())
-			history, err := tx.History(w.GetInfo().GetWorkflowId())
-			if err != nil {
-				return err
-			}
-			resp.TaskToken = encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()})
-			resp.WorkflowId = w.GetInfo().GetWorkflowId()
-			resp.WorkflowType = w.GetInfo().GetWorkflowType()
-			resp.History = history
-			resp.Attempt = w.GetWtAttempt()
-			got = true
-			return nil
-		})
-		return got, next, err
+		}
 	})
 	return resp, err
 }
@@ -225,8 +235,7 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 			return err
 		}
 		w.Info.PendingActivities++
-		c.enqueued(ActivityTask, a.GetInfo().GetTaskQueue(), now, now)
-		e.noteTimers(c, a)
+		e.noteQueued(c, a, true)
 		c.upsert(a.GetInfo())
 	case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
 		if _, err := tx.GetTimer(id, cmd.GetTimerId()); err == nil {
@@ -238,7 +247,7 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 		if err := tx.PutTimer(t); err != nil {
 			return err
 		}
-		c.timerAt(t.GetFireTime().AsTime())
+		c.addTimer(UserTimerOf(t))
 	case durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW:
 		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowCompleted, Result: cmd.GetResult()})
 		w.Info.Result = cmd.GetResult()
@@ -304,5 +313,6 @@ func (e *Engine) retryWorkflowTask(c *change, w *durablev1.WorkflowRecord, now t
 	w.WtDeadline = nil
 	w.WtDirty = false
 	w.WtSeq = e.nextID(c)
-	c.enqueued(WorkflowTask, w.GetInfo().GetTaskQueue(), due, now)
+	q, _ := WorkflowQueueEntryOf(w)
+	c.enqueue(q)
 }

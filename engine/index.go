@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"container/heap"
+	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// The engine keeps the queue and timer indexes of the store in memory as
+// min-heaps, rebuilt from the records at start. The store's index keys stay
+// the durable truth; the heaps only spare every poll and every tick a seek
+// through an LSM range full of deleted entries, whose cost grows with the
+// traffic. An entry is checked against its record when it is used, so a heap
+// may hold entries that have since changed (they are skipped), never miss one.
+
+type entryHeap []QueueEntry
+
+func (h entryHeap) Len() int { return len(h) }
+func (h entryHeap) Less(i, j int) bool {
+	if !h[i].Due.Equal(h[j].Due) {
+		return h[i].Due.Before(h[j].Due)
+	}
+	return h[i].Seq < h[j].Seq
+}
+func (h entryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *entryHeap) Push(x any)   { *h = append(*h, x.(QueueEntry)) }
+func (h *entryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type timerHeap []Timer
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].Due.Before(h[j].Due) }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(Timer)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (e *Engine) pushEntryLocked(q QueueEntry) {
+	k := queueKey{q.Kind, q.Queue}
+	h := e.queues[k]
+	if h == nil {
+		h = &entryHeap{}
+		e.queues[k] = h
+	}
+	heap.Push(h, q)
+}
+
+// nextTimerLocked is the due time of the earliest timer, zero when none.
+func (e *Engine) nextTimerLocked() time.Time {
+	if len(e.timers) == 0 {
+		return time.Time{}
+	}
+	return e.timers[0].Due
+}
+
+// rebuildIndex loads every queue entry and timer the records imply.
+func (e *Engine) rebuildIndex(tx Tx) error {
+	err := tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
+		if q, ok := QueueEntryOf(a); ok {
+			e.pushEntryLocked(q)
+		}
+		e.timers = append(e.timers, TimersOf(a)...)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	after := ""
+	for {
+		page, err := tx.ListWorkflows(after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, w := range page {
+			if q, ok := WorkflowQueueEntryOf(w); ok {
+				e.pushEntryLocked(q)
+			}
+			e.timers = append(e.timers, WorkflowTimersOf(w)...)
+			after = w.GetInfo().GetWorkflowId()
+		}
+		if len(page) < 1000 {
+			break
+		}
+	}
+	// Workflow timers have no record scan of their own: the timer index
+	// holds them, read once here.
+	all, err := tx.DueTimers(1 << 62)
+	if err != nil {
+		return err
+	}
+	for _, t := range all {
+		if t.Kind == UserTimer {
+			e.timers = append(e.timers, t)
+		}
+	}
+	heap.Init(&e.timers)
+	return nil
+}
+
+// takeDue pops up to max due entries of a queue. It returns them and the due
+// time of the first entry not yet due (zero when the queue is drained). The
+// caller checks each against its record and drops the stale ones.
+func (e *Engine) takeDue(k queueKey, now time.Time, max int) ([]QueueEntry, time.Time) {
+	h := e.queues[k]
+	var out []QueueEntry
+	for h != nil && h.Len() > 0 && len(out) < max {
+		top := (*h)[0]
+		if top.Due.After(now) {
+			return out, top.Due
+		}
+		heap.Pop(h)
+		out = append(out, top)
+	}
+	return out, time.Time{}
+}

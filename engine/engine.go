@@ -102,7 +102,7 @@ type change struct {
 	seqUsed    bool
 }
 
-func (c *change) enqueue(q QueueEntry)  { c.entries = append(c.entries, q) }
+func (c *change) enqueue(q QueueEntry) { c.entries = append(c.entries, q) }
 func (c *change) addTimer(ts ...Timer) { c.timers = append(c.timers, ts...) }
 
 // update runs fn as one store transaction under the engine's mutex, then

@@ -110,4 +110,3 @@ func runPlugin(command string, input []byte, out string) error {
 	}
 	return nil
 }
-

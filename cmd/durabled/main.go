@@ -1,0 +1,144 @@
+// Command durabled is the durable daemon: it owns the Badger data directory
+// and serves the Durable gRPC service (plus grpc.health.v1 and reflection) to
+// workers, wf and wfui.
+//
+//	durabled --listen 127.0.0.1:7345 --data ~/.local/state/durable
+//
+// It logs "listening addr=HOST:PORT" once it accepts connections (with
+// --listen 127.0.0.1:0 the port is the one the system picked). SIGTERM or
+// SIGINT shuts it down cleanly: health turns NOT_SERVING, long polls are
+// answered empty, running calls get a bounded grace period, the store is
+// closed and the exit code is 0.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tinyllm/durable/server"
+)
+
+// config is everything the flags decide.
+type config struct {
+	listen           string
+	data             string
+	dlqAfterAttempts int
+	seed             int64
+	maxPayload       int
+	noSync           bool
+	logLevel         slog.Level
+	shutdownTimeout  time.Duration
+}
+
+// Exit codes scripts can rely on.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run parses args and serves until a signal; it returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "durabled: %v\n", err)
+		return exitUsage
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	if err := serve(cfg, logger); err != nil {
+		logger.Error("durabled stopped", "err", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// defaultDataDir is $XDG_STATE_HOME/durable, or ~/.local/state/durable when
+// XDG_STATE_HOME is unset or not absolute (as the XDG spec asks).
+func defaultDataDir() string {
+	if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "durable")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".local", "state", "durable")
+}
+
+const usageHeader = `durabled serves durable workflows and activities over gRPC.
+
+Usage:
+  durabled [flags]
+
+It owns one data directory (a Badger database) and must be its only user.
+Workers, wf and wfui connect to --listen. SIGTERM or SIGINT shuts it down
+cleanly (exit code 0): health turns NOT_SERVING, waiting long polls are
+answered empty, running calls finish within --shutdown-timeout, and the data
+directory is closed so the next start reopens it at once.
+
+Flags:
+`
+
+func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
+	var cfg config
+	fs := flag.NewFlagSet("durabled", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:7345",
+		"`address` to serve gRPC on; port 0 picks a free port (the log line \"listening addr=...\" names it)")
+	fs.StringVar(&cfg.data, "data", defaultDataDir(),
+		"data `directory`, created if missing; defaults to $XDG_STATE_HOME/durable, else ~/.local/state/durable")
+	fs.IntVar(&cfg.dlqAfterAttempts, "dlq-after-attempts", 5,
+		"dead-letter an activity when this attempt fails, for retry policies that leave max_attempts 0")
+	fs.Int64Var(&cfg.seed, "seed", 0,
+		"seed of the retry jitter generator; 0 seeds from the clock, any other value makes jitter repeatable")
+	fs.IntVar(&cfg.maxPayload, "max-payload", server.DefaultMaxPayload,
+		"largest single payload in `bytes` (input, result, heartbeat or failure details); larger ones are rejected as InvalidArgument")
+	fs.BoolVar(&cfg.noSync, "no-sync", false,
+		"relaxed durability, a trade of safety for speed: acknowledge without fsync, so an acknowledged change survives a crash of durabled but may be lost if the machine crashes or loses power")
+	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo,
+		"least severe log `level` written to stderr: debug, info, warn or error")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second,
+		"on SIGTERM, how long running calls may take to finish before they are cut off")
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprint(w, usageHeader)
+		fs.PrintDefaults()
+	}
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout)
+			break
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q; see --help", strings.Join(fs.Args(), " "))
+	}
+	switch {
+	case cfg.data == "":
+		return config{}, errors.New("--data is required: no home directory to default to")
+	case cfg.dlqAfterAttempts < 1 || cfg.dlqAfterAttempts > 10000:
+		return config{}, fmt.Errorf("--dlq-after-attempts must be in [1, 10000], got %d", cfg.dlqAfterAttempts)
+	case cfg.maxPayload < 1 || cfg.maxPayload > 512<<20:
+		return config{}, fmt.Errorf("--max-payload must be in [1, %d] bytes, got %d", 512<<20, cfg.maxPayload)
+	case cfg.shutdownTimeout <= 0:
+		return config{}, fmt.Errorf("--shutdown-timeout must be > 0, got %s", cfg.shutdownTimeout)
+	}
+	return cfg, nil
+}

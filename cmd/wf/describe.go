@@ -116,8 +116,11 @@ func attemptOf(a *durablev1.PendingActivity) string {
 func next(a *durablev1.PendingActivity, now time.Time) string {
 	switch a.GetState() {
 	case durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
-		if a.GetNextAttemptTime() != nil {
-			return "retry " + relative(a.GetNextAttemptTime().AsTime(), now)
+		if nt := a.GetNextAttemptTime(); nt != nil {
+			if late := now.Sub(nt.AsTime()); late > 0 {
+				return "retry due " + human(late) + " ago, no worker yet"
+			}
+			return "retry " + relative(nt.AsTime(), now)
 		}
 	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED:
 		if nt := a.GetNextAttemptTime(); nt != nil && nt.AsTime().After(now) {
@@ -125,8 +128,11 @@ func next(a *durablev1.PendingActivity, now time.Time) string {
 		}
 		return "waiting for a worker"
 	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
-		if a.GetLeaseDeadline() != nil {
-			return "lease ends " + relative(a.GetLeaseDeadline().AsTime(), now)
+		if ld := a.GetLeaseDeadline(); ld != nil {
+			if late := now.Sub(ld.AsTime()); late > 0 {
+				return "lease expired " + human(late) + " ago"
+			}
+			return "lease ends " + relative(ld.AsTime(), now)
 		}
 	case durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED:
 		if a.GetDeadLetteredTime() != nil {

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestWorkerMapsActivityErrors(t *testing.T) {
 		err := workflow.ExecuteActivity(ctx, "Charge", card).Get(ctx, &out)
 		var ae *activity.Error
 		if !errors.As(err, &ae) || ae.Type != "CardDeclined" || !ae.NoRetry {
-			return "", activity.NewNonRetryable("Unexpected", "activity error not typed: "+errors.Join(err).Error())
+			return "", activity.NewNonRetryable("Unexpected", fmt.Sprintf("activity error not typed: %v", err))
 		}
 		return out, err
 	}

@@ -3,8 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,55 +29,79 @@ import (
 // cheaply.
 const testMaxPayload = 1024
 
-// setup serves a Server over a real engine on 127.0.0.1:0 and returns a
-// client connected to it. Everything is torn down when the test ends.
+// shared is the one server the tests talk to: Badger allocates its memtables
+// up front, so one in-memory store for the package keeps the tests light.
+// Tests use ids of their own, so they can share it and run in parallel.
+var shared struct {
+	once   sync.Once
+	client durablev1.DurableClient
+	err    error
+	stop   func()
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.stop != nil {
+		shared.stop()
+	}
+	os.Exit(code)
+}
+
+// setup returns a client of a Server over a real engine on in-memory Badger,
+// served on 127.0.0.1:0.
 func setup(t *testing.T) durablev1.DurableClient {
 	t.Helper()
-	e := newTestEngine(t)
-	opts := Options{MaxPayload: testMaxPayload}
+	shared.once.Do(func() { shared.client, shared.stop, shared.err = serve() })
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.client
+}
+
+func serve() (durablev1.DurableClient, func(), error) {
+	st, err := badgerstore.Open("", badgerstore.Options{InMemory: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := engine.New(st, engine.Options{
+		PollTimeout: 2 * time.Second, DLQAfterAttempts: 2, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	// Internal errors are logged; let them show in the test output.
+	opts := Options{MaxPayload: testMaxPayload, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
 	gs := grpc.NewServer(GRPCOptions(opts)...)
 	New(e, opts).Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		e.Close()
+		st.Close()
+		return nil, nil, err
 	}
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
+	go gs.Serve(lis)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatal(err)
+		gs.Stop()
+		e.Close()
+		st.Close()
+		return nil, nil, err
 	}
-	t.Cleanup(func() {
+	stop := func() {
 		conn.Close()
 		e.Close()
 		gs.Stop()
-		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return durablev1.NewDurableClient(conn)
+		st.Close()
+	}
+	return durablev1.NewDurableClient(conn), stop, nil
 }
 
-// newTestEngine returns an engine over in-memory Badger with a short long
-// poll, closed (with its store) when the test ends.
-func newTestEngine(t *testing.T) *engine.Engine {
-	t.Helper()
-	st, err := badgerstore.Open("", badgerstore.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(st, engine.Options{PollTimeout: 2 * time.Second, DLQAfterAttempts: 2})
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	return e
-}
+var ids atomic.Int64
+
+// uid returns prefix with a suffix no other call in this process returns, so
+// tests (and -count repetitions) on the shared server never collide.
+func uid(prefix string) string { return prefix + "-" + strconv.FormatInt(ids.Add(1), 10) }
 
 // token marshals a task token; activityID "" makes a workflow task token.
 func token(t *testing.T, workflowID, activityID string) []byte {
@@ -136,7 +165,7 @@ func over(n int) []byte { return make([]byte, n+1) }
 
 func TestToStatusMapsWrappedErrors(t *testing.T) {
 	t.Parallel()
-	s := New(nil, Options{})
+	s := New(nil, Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	ctx := context.Background()
 	wrap := func(err error) error { return errors.Join(errors.New("context"), err) }
 	cases := []struct {

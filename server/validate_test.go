@@ -23,8 +23,9 @@ var (
 func TestStartWorkflow_BadInput(t *testing.T) {
 	t.Parallel()
 	c := setup(t)
+	wf, q := uid("wf-start"), uid("q-start")
 	ok := func(mod func(*durablev1.StartWorkflowRequest)) *durablev1.StartWorkflowRequest {
-		r := &durablev1.StartWorkflowRequest{WorkflowId: "wf-start", WorkflowType: "T", TaskQueue: "q"}
+		r := &durablev1.StartWorkflowRequest{WorkflowId: wf, WorkflowType: "T", TaskQueue: q}
 		mod(r)
 		return r
 	}

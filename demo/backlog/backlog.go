@@ -108,6 +108,10 @@ func (in Input) withDefaults() Input {
 	return in
 }
 
+// livenessEvery is how many items pass between heartbeats that only keep the
+// lease (the worker throttles what it sends anyway).
+const livenessEvery = 10
+
 // Activities holds AnalyzeBacklog's dependencies; register its method with
 // RegisterActivityWithName(a.AnalyzeBacklog, ActivityName).
 type Activities struct {
@@ -138,9 +142,19 @@ func (a *Activities) AnalyzeBacklog(ctx context.Context, in Input) (Summary, err
 	}
 	resume := cp.NextIndex
 	key := activity.IdempotencyKey(ctx)
+	// last is the checkpoint of the last batch boundary. Between boundaries
+	// it is re-sent every few items: that keeps the lease alive however long
+	// a batch takes, without moving the checkpoint off a boundary.
+	last, err := json.Marshal(cp)
+	if err != nil {
+		return Summary{}, err
+	}
 	for i := resume; i < in.Items; i += in.Batch {
 		end := min(i+in.Batch, in.Items)
 		for j := i; j < end; j++ {
+			if (j-i)%livenessEvery == 0 {
+				activity.RecordHeartbeat(ctx, last)
+			}
 			// Items between the last heartbeat and a crash are redone: the
 			// per-item key makes their effects idempotent.
 			if _, err := a.Sink.Apply(ctx, key+"/"+strconv.Itoa(j)); err != nil {
@@ -149,11 +163,10 @@ func (a *Activities) AnalyzeBacklog(ctx context.Context, in Input) (Summary, err
 			cp.Acc.merge(j)
 		}
 		cp.NextIndex = end
-		b, err := json.Marshal(cp)
-		if err != nil {
+		if last, err = json.Marshal(cp); err != nil {
 			return Summary{}, err
 		}
-		activity.RecordHeartbeat(ctx, b)
+		activity.RecordHeartbeat(ctx, last)
 		if err := ctx.Err(); err != nil {
 			return Summary{}, context.Cause(ctx)
 		}

@@ -64,6 +64,8 @@ const (
 	TimeoutHeartbeat       = "HeartbeatTimeout"
 	TimeoutScheduleToStart = "ScheduleToStartTimeout"
 	TimeoutScheduleToClose = "ScheduleToCloseTimeout"
+	// WorkflowTaskTimeout fails a workflow task whose lease ran out.
+	WorkflowTaskTimeout = "WorkflowTaskTimeout"
 )
 
 // LeaseDeadline is when a lease ends: the start-to-close deadline or, for a

@@ -74,10 +74,14 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		if err != nil {
 			return ignoreNotFound(err)
 		}
-		if w.GetWtState() != wtStarted || w.GetWtDeadline().AsTime().After(now) {
+		if w.GetWtState() != wtStarted || w.GetWtDeadline().AsTime().After(t.Due) {
 			return nil
 		}
-		e.retryWorkflowTask(c, w, now)
+		at := w.GetWtDeadline().AsTime()
+		e.appendEvents(tx, w, at, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Attempt: w.GetWtAttempt(), Failure: &durablev1.Failure{
+			Type: WorkflowTaskTimeout, Message: "the workflow task was not completed within " + e.opts.WorkflowTaskTimeout.String(),
+		}})
+		e.retryWorkflowTask(c, w, at)
 		if err := tx.PutWorkflow(w); err != nil {
 			return err
 		}

@@ -136,6 +136,9 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 				w.WtState = wtStarted
 				w.WtLeaseId = e.nextID(c)
 				w.WtDeadline = ts(now.Add(e.opts.WorkflowTaskTimeout))
+				// Started is recorded when the task is handed out, so replay
+				// knows which events the task saw: those before it.
+				e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskStarted, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()})
 				if err := tx.PutWorkflow(w); err != nil {
 					return err
 				}
@@ -192,10 +195,7 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *durablev1.Comple
 			return err
 		}
 		now := e.now()
-		e.appendEvents(tx, w, now,
-			&durablev1.HistoryEvent{Type: evWorkflowTaskStarted, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()},
-			&durablev1.HistoryEvent{Type: evWorkflowTaskCompleted, Identity: req.GetIdentity()},
-		)
+		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskCompleted, Identity: req.GetIdentity()})
 		for i, cmd := range req.GetCommands() {
 			if w.GetInfo().GetStatus() != statusRunning {
 				return invalid("commands", "command %d follows the command that closed the workflow", i)
@@ -227,10 +227,13 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		ev := &durablev1.HistoryEvent{Type: evActivityScheduled, ActivityId: cmd.GetActivityId(), ActivityType: cmd.GetActivityType(), Input: cmd.GetInput()}
-		e.appendEvents(tx, w, now, ev)
-		a := e.newActivity(c, w, cmd, ev.GetEventId(), now)
-		ev.ActivityOptions = a.GetInfo().GetOptions()
+		// The event records the options in force, defaults filled in, so
+		// the record is built first with the id the event is about to get.
+		a := e.newActivity(c, w, cmd, w.GetNextEventId(), now)
+		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
+			Type: evActivityScheduled, ActivityId: cmd.GetActivityId(), ActivityType: cmd.GetActivityType(),
+			Input: cmd.GetInput(), ActivityOptions: a.GetInfo().GetOptions(),
+		})
 		if err := tx.PutActivity(a); err != nil {
 			return err
 		}

@@ -82,20 +82,27 @@ func (d *Definition) Execute(p TaskParams) TaskResult {
 	})
 	stop := func() bool { return e.mainDone }
 
+	// A past task saw exactly the events before its WorkflowTaskStarted: the
+	// code runs there, and only for tasks that completed (a failed or timed
+	// out task decided nothing).
+	completed := completedTasks(p.History)
 	e.replaying = true
-	for _, ev := range p.History {
+	for i, ev := range p.History {
 		switch ev.GetType() {
-		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED,
-			durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
-			durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_FAILED:
-			continue
-		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			if !completed[i] {
+				continue
+			}
 			if !e.mainDone {
 				e.d.run(stop)
 			}
 			if e.d.failure != nil {
 				return e.failed()
 			}
+			continue
+		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+			durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_FAILED,
+			durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			continue
 		}
 		if t := ev.GetTime(); t != nil {
@@ -120,6 +127,27 @@ func (d *Definition) Execute(p TaskParams) TaskResult {
 		cmds = append(cmds, e.closeCommand())
 	}
 	return TaskResult{Commands: cmds}
+}
+
+// completedTasks marks the WorkflowTaskStarted events (by index) whose task
+// went on to complete.
+func completedTasks(history []*durablev1.HistoryEvent) map[int]bool {
+	done := map[int]bool{}
+	started := -1
+	for i, ev := range history {
+		switch ev.GetType() {
+		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			started = i
+		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			if started >= 0 {
+				done[started] = true
+			}
+			started = -1
+		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			started = -1
+		}
+	}
+	return done
 }
 
 func (d *Definition) call(ctx *wfContext, input []byte, conv client.DataConverter) ([]byte, error) {

@@ -258,3 +258,45 @@ func TestExecuteFailsBlockedCode(t *testing.T) {
 		t.Fatalf("failure = %v, want Blocked naming the main coroutine", res.Failure)
 	}
 }
+
+// firstOfTwo runs A and B, and then C named after whichever finished first.
+func firstOfTwo(ctx workflow.Context) (string, error) {
+	a := workflow.ExecuteActivity(ctx, "A", nil)
+	b := workflow.ExecuteActivity(ctx, "B", nil)
+	var first string
+	workflow.NewSelector(ctx).
+		AddFuture(a, func(workflow.Future) { first = "A" }).
+		AddFuture(b, func(workflow.Future) { first = "B" }).
+		Select(ctx)
+	var out string
+	err := workflow.ExecuteActivity(ctx, "After"+first, nil).Get(ctx, &out)
+	return out, err
+}
+
+// TestReplaySeesOnlyEventsBeforeItsTask: B completed while the task that saw
+// only A was running, so B's completion lies between that task's Started and
+// Completed. Replay must decide as that task did (A first), not as if it had
+// seen B too; a task that failed decides nothing.
+func TestReplaySeesOnlyEventsBeforeItsTask(t *testing.T) {
+	t.Parallel()
+	wt := func(typ durablev1.EventType) *durablev1.HistoryEvent { return &durablev1.HistoryEvent{Type: typ} }
+	h := concat(started(""), taskDone(), scheduled("1", "A"), scheduled("2", "B"),
+		completed("1", `"a"`),
+		wt(durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_SCHEDULED),
+		wt(durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED),
+		wt(durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_FAILED), // timed out: decided nothing
+		wt(durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED),
+		completed("2", `"b"`), // arrived while the task ran
+		wt(durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_COMPLETED),
+		scheduled("3", "AfterA"),
+		completed("3", `"done"`),
+		wt(durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_SCHEDULED),
+		wt(durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED))
+	res := execute(t, firstOfTwo, h)
+	if res.Failure != nil {
+		t.Fatalf("replay failed: %v", res.Failure)
+	}
+	if len(res.Commands) != 1 || string(res.Commands[0].GetResult()) != `"done"` {
+		t.Fatalf("commands = %v, want the workflow completed with \"done\"", res.Commands)
+	}
+}

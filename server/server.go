@@ -2,8 +2,10 @@ package server
 
 import (
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/tinyllm/durable/engine"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
@@ -54,15 +56,19 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	durablev1.RegisterDurableServer(r, s)
 }
 
-// GRPCOptions returns the grpc.Server options that match opts: the receive
+// GRPCOptions returns the grpc.Server options that match opts. The receive
 // limit leaves room for several payloads of MaxPayload in one message (a
 // workflow task completion carries one input per command) plus the rest of
 // the message, so the per-field check, not the transport, is what rejects an
-// oversized payload with a message naming the field.
+// oversized payload with a message naming the field. Keepalive pings find
+// connections of vanished workers that hold long polls, and clients may ping
+// every 10 s without being cut off.
 func GRPCOptions(opts Options) []grpc.ServerOption {
 	opts = opts.withDefaults()
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxRecvMsgSize(opts.MaxPayload)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
 }
 

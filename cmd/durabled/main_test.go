@@ -80,7 +80,7 @@ func start(t *testing.T, dataDir string, extra ...string) *daemon {
 	if err != nil {
 		t.Fatalf("build durabled: %v", err)
 	}
-	args := append([]string{"--listen", "127.0.0.1:0", "--data", dataDir, "--no-sync"}, extra...)
+	args := append([]string{"--listen", "127.0.0.1:0", "--data", dataDir}, extra...)
 	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -127,9 +127,20 @@ func start(t *testing.T, dataDir string, extra ...string) *daemon {
 // stop sends SIGTERM and returns the exit code.
 func (d *daemon) stop(t *testing.T) int {
 	t.Helper()
+	d.signal(t)
+	return d.wait(t)
+}
+
+func (d *daemon) signal(t *testing.T) {
+	t.Helper()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// wait returns the exit code once the process has exited.
+func (d *daemon) wait(t *testing.T) int {
+	t.Helper()
 	<-d.done // stderr closes when the process exits
 	err := d.cmd.Wait()
 	var ee *exec.ExitError
@@ -166,6 +177,16 @@ func TestDaemonServesHealthAndStopsCleanlyOnSIGTERM(t *testing.T) {
 			t.Fatalf("health %q = %v, %v; want SERVING", svc, resp.GetStatus(), err)
 		}
 	}
+	// A health watcher hears NOT_SERVING when shutdown begins.
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	hw, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := hw.Recv(); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health watch = %v, %v; want SERVING", resp.GetStatus(), err)
+	}
 	c := durablev1.NewDurableClient(conn)
 	if _, err := c.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: "wf-1", WorkflowType: "T", TaskQueue: "q"}); err != nil {
 		t.Fatalf("StartWorkflow: %v", err)
@@ -179,7 +200,12 @@ func TestDaemonServesHealthAndStopsCleanlyOnSIGTERM(t *testing.T) {
 		}
 		polled <- err
 	}()
-	if code := d.stop(t); code != 0 {
+	d.signal(t)
+	if resp, err := hw.Recv(); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("health watch after SIGTERM = %v, %v; want NOT_SERVING", resp.GetStatus(), err)
+	}
+	stopWatch() // an open stream would hold the graceful stop until its bound
+	if code := d.wait(t); code != 0 {
 		t.Fatalf("exit code %d, want 0; logs:\n%s", code, d.logs.String())
 	}
 	if err := <-polled; err != nil && status.Code(err) != codes.Unavailable {

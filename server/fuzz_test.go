@@ -95,6 +95,14 @@ func TestHandlersRejectWithoutEngine(t *testing.T) {
 		{"NilPollActivityTask", func() error { _, err := s.PollActivityTask(ctx, nil); return err }, "task_queue"},
 		{"NilRecordHeartbeat", func() error { _, err := s.RecordHeartbeat(ctx, nil); return err }, "task_token"},
 		{"NilRedrive", func() error { _, err := s.RedriveDeadLetter(ctx, nil); return err }, "workflow_id"},
+		{"TokenWithoutLease", func() error {
+			b, err := proto.Marshal(&durablev1.TaskToken{WorkflowId: "wf", ActivityId: "1", Attempt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.RecordHeartbeat(ctx, &durablev1.HeartbeatRequest{TaskToken: b})
+			return err
+		}, "task_token"},
 		{"TokenWithUnknownFields", func() error {
 			b := append(token(t, "wf", "1"), 0x78, 0x01) // field 15, varint 1
 			_, err := s.RecordHeartbeat(ctx, &durablev1.HeartbeatRequest{TaskToken: b})

@@ -166,8 +166,8 @@ func (v validator) taskToken(path string, b []byte, kind tokenKind) error {
 	if err := v.text(path, tok.GetActivityId()); err != nil {
 		return invalidf(path, "is malformed: bad activity_id")
 	}
-	if tok.GetAttempt() < 0 || tok.GetLeaseId() < 0 {
-		return invalidf(path, "is malformed: negative attempt or lease_id")
+	if tok.GetAttempt() < 0 || tok.GetLeaseId() <= 0 {
+		return invalidf(path, "is malformed: no lease")
 	}
 	switch {
 	case kind == activityToken && tok.GetActivityId() == "":

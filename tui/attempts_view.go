@@ -14,9 +14,9 @@ var attemptColumns = []column{
 	{title: "TRY", min: 5},
 	{title: "NEXT", min: 7},
 	{title: "WAITING ON", min: 17},
-	{title: "LAST FAILURE", min: 16, grow: 4, drop: 3},
+	{title: "LAST FAILURE", min: 16, grow: 4, drop: 1},
 	{title: "HEARTBEAT", min: 10, drop: 2},
-	{title: "PROGRESS", min: 10, grow: 2, drop: 1},
+	{title: "PROGRESS", min: 10, grow: 2, drop: 3},
 }
 
 func isDead(a *durablev1.PendingActivity) bool {

@@ -10,6 +10,18 @@ import (
 // key routes a key press: the dialog first, then the filter input, then the
 // bindings of the current screen.
 func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	// Keys typed faster than the terminal is read (or sent by a script)
+	// arrive as one message of several runes: take them one at a time.
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && !m.filtering {
+		var cmds []tea.Cmd
+		var next tea.Model = m
+		for _, r := range msg.Runes {
+			var cmd tea.Cmd
+			next, cmd = next.(Model).key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt})
+			cmds = append(cmds, cmd)
+		}
+		return next, tea.Batch(cmds...)
+	}
 	if m.confirm != nil {
 		return m.answerConfirm(msg)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/teatest"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -152,5 +153,17 @@ func TestDefaultReconnectDelayIsCapped(t *testing.T) {
 		if got := defaultReconnectDelay(i + 1); got != w {
 			t.Fatalf("delay(%d) = %v, want %v", i+1, got, w)
 		}
+	}
+}
+
+// TestKeysArrivingTogetherAreTakenOneByOne covers a script (or a fast typist)
+// whose keys reach the program as one message of several runes.
+func TestKeysArrivingTogetherAreTakenOneByOne(t *testing.T) {
+	t.Parallel()
+	m := setup(t, fixtureBackend(), Params{})
+	m = feed(m, snapshot(fixtureActivities(), fixtureWorkflows())...)
+	next, _ := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jjj")})
+	if got := next.(Model).lists[screenAttempts].cursor; got != 3 {
+		t.Fatalf("cursor = %d after \"jjj\", want 3", got)
 	}
 }

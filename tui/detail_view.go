@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -28,10 +29,20 @@ func (m Model) detailView(h int) string {
 func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 	st := m.styles
 	var lines []string
-	field := func(label, value string) {
-		lines = append(lines, st.Label.Render(fmt.Sprintf("  %-13s", label))+value)
+	// Values wrap under themselves rather than running off a narrow terminal.
+	wrapAt := max(m.width-16, 20)
+	more := func(value string) {
+		for _, l := range strings.Split(ansi.Wordwrap(value, wrapAt, " ·,"), "\n") {
+			lines = append(lines, strings.Repeat(" ", 15)+l)
+		}
 	}
-	more := func(value string) { lines = append(lines, strings.Repeat(" ", 15)+value) }
+	field := func(label, value string) {
+		wrapped := strings.Split(ansi.Wordwrap(value, wrapAt, " ·,"), "\n")
+		lines = append(lines, st.Label.Render(fmt.Sprintf("  %-13s", label))+wrapped[0])
+		for _, l := range wrapped[1:] {
+			lines = append(lines, strings.Repeat(" ", 15)+l)
+		}
+	}
 
 	title := fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType())
 	if _, live := m.st.acts[m.detail.key]; !live {
@@ -207,21 +218,19 @@ func retrySchedule(a *durablev1.PendingActivity, now time.Time) string {
 	if maxN <= 0 {
 		return "unknown: no max attempts"
 	}
+	// Scheduled and retrying activities carry the number of the attempt that
+	// is due next; a started one, the attempt that is running.
 	var parts []string
 	var at time.Duration
-	next := n + 1
+	next := n
 	switch a.GetState() {
-	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED:
-		next = n
-		fallthrough
-	case durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
+	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
 		if t := a.GetNextAttemptTime(); t != nil {
 			at = max(t.AsTime().Sub(now), 0)
 		}
 		parts = append(parts, fmt.Sprintf("attempt %d at +%s", next, span(at)))
 	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
 		parts = append(parts, fmt.Sprintf("if attempt %d fails:", n))
-		next = n
 	}
 	const shown = 5
 	for k := next + 1; k <= maxN; k++ {

@@ -116,7 +116,7 @@ func act(wf, id, typ string, s durablev1.ActivityState, attempt, maxAttempts int
 
 // fixtureActivities covers every state and wait reason.
 func fixtureActivities() []*durablev1.PendingActivity {
-	charge := act("order-1001", "1", "ChargeCard", stRetrying, 2, 5)
+	charge := act("order-1001", "1", "ChargeCard", stRetrying, 3, 5)
 	charge.NextAttemptTime = at(4200 * time.Millisecond)
 	charge.LastFailure = fail("CardDeclined", "issuer timed out\nafter 3 tries")
 	charge.LastWorkerIdentity = "worker-b"

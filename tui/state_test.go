@@ -113,9 +113,9 @@ func TestWaitOf(t *testing.T) {
 
 func TestRetrySchedule(t *testing.T) {
 	t.Parallel()
-	a := act("w", "1", "T", stRetrying, 2, 5)
+	a := act("w", "1", "T", stRetrying, 2, 5) // attempt 1 failed, 2 is due
 	a.NextAttemptTime = at(2 * time.Second)
-	want := "attempt 3 at +2.0s · attempt 4 at ~+6.0s · attempt 5 at ~+14s · gives up after attempt 5"
+	want := "attempt 2 at +2.0s · attempt 3 at ~+4.0s · attempt 4 at ~+8.0s · attempt 5 at ~+16s · gives up after attempt 5"
 	if got := retrySchedule(a, t0); got != want {
 		t.Fatalf("retrySchedule =\n%q, want\n%q", got, want)
 	}
@@ -165,5 +165,24 @@ func TestKeysArrivingTogetherAreTakenOneByOne(t *testing.T) {
 	next, _ := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jjj")})
 	if got := next.(Model).lists[screenAttempts].cursor; got != 3 {
 		t.Fatalf("cursor = %d after \"jjj\", want 3", got)
+	}
+}
+
+// TestTinyTerminalsDoNotPanic renders every screen at sizes nobody should
+// use, because someone will.
+func TestTinyTerminalsDoNotPanic(t *testing.T) {
+	t.Parallel()
+	for _, size := range [][2]int{{1, 1}, {10, 3}, {20, 5}, {40, 8}} {
+		for _, path := range [][]string{{}, {"2"}, {"2", "g"}, {"3"}, {"3", "enter"}, {"enter"}, {"2", "R"}, {"?"}} {
+			m := setup(t, fixtureBackend(), Params{})
+			next, _ := m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
+			m = feed(next.(Model), snapshot(fixtureActivities(), fixtureWorkflows())...)
+			for _, k := range path {
+				m = press(m, k)
+			}
+			if v := m.View(); v == "" {
+				t.Fatalf("%v %v: empty view", size, path)
+			}
+		}
 	}
 }

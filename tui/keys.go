@@ -80,7 +80,9 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 		own = []key.Binding{k.Redrive, k.RedriveAll, k.Group, k.Open, k.Filter}
 	case screenWorkflows:
 		own = []key.Binding{k.Open, k.Filter}
-	case screenDetail, screenTimeline:
+	case screenDetail:
+		own = []key.Binding{k.Back, k.Up, k.Down, k.Redrive}
+	case screenTimeline:
 		own = []key.Binding{k.Back, k.Up, k.Down}
 	}
 	short := append(append([]key.Binding{}, own...), global...)

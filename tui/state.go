@@ -169,6 +169,17 @@ type state struct {
 	dead      *activityList
 	workflows *sortedSet[*durablev1.WorkflowInfo]
 	wfFilter  filter
+	deadTotal int // dead letters whatever the filter, for the header
+}
+
+// countDead keeps deadTotal as activities change state.
+func (s *state) countDead(old, a *durablev1.PendingActivity) {
+	if old != nil && isDead(old) {
+		s.deadTotal--
+	}
+	if a != nil && isDead(a) {
+		s.deadTotal++
+	}
 }
 
 func newState() *state {
@@ -189,6 +200,7 @@ func (s *state) upsertActivities(acts []*durablev1.PendingActivity) {
 		k := keyOf(a)
 		old := s.acts[k]
 		s.acts[k] = a
+		s.countDead(old, a)
 		s.attempts.put(k, old, a)
 		if s.dead.put(k, old, a) {
 			regroup = true
@@ -208,6 +220,7 @@ func (s *state) removeActivities(refs []*durablev1.ActivityRef) {
 			continue
 		}
 		delete(s.acts, k)
+		s.countDead(old, nil)
 		s.attempts.put(k, old, nil)
 		if s.dead.put(k, old, nil) {
 			regroup = true
@@ -289,7 +302,9 @@ func (s *state) refilterWorkflows(f filter) {
 // a (re)connection is exactly what the daemon sent.
 func (s *state) replaceWith(acts []*durablev1.PendingActivity, wfs []*durablev1.WorkflowInfo) {
 	s.acts = make(map[string]*durablev1.PendingActivity, len(acts))
+	s.deadTotal = 0
 	for _, a := range acts {
+		s.countDead(s.acts[keyOf(a)], a)
 		s.acts[keyOf(a)] = a
 	}
 	s.wfs = make(map[string]*durablev1.WorkflowInfo, len(wfs))

@@ -65,7 +65,7 @@ func TestStateMovesActivitiesBetweenViews(t *testing.T) {
 	// A redrive turns a dead letter back into a scheduled activity.
 	redriven := act("order-0995", "2", "SendEmail", stScheduled, 1, 5)
 	s.upsertActivities([]*durablev1.PendingActivity{redriven})
-	if s.dead.set.Len() != 2 || len(s.dead.groupOrder) != 1 || s.dead.groupOrder[0].typ != "GatewayTimeout" {
+	if s.dead.set.Len() != 2 || s.deadTotal != 2 || len(s.dead.groupOrder) != 1 || s.dead.groupOrder[0].typ != "GatewayTimeout" {
 		t.Fatalf("after redrive: dead %d groups %v", s.dead.set.Len(), len(s.dead.groupOrder))
 	}
 	s.removeActivities([]*durablev1.ActivityRef{{WorkflowId: "order-0995", ActivityId: "2"}})

@@ -62,7 +62,7 @@ func (m Model) headerView() string {
 		n     int
 	}{
 		{screenAttempts, "1 attempts", len(m.st.acts)},
-		{screenDeadLetters, "2 dead letters", m.deadCount()},
+		{screenDeadLetters, "2 dead letters", m.st.deadTotal},
 		{screenWorkflows, "3 workflows", len(m.st.wfs)},
 	}
 	parts := []string{st.Title.Render("wfui")}
@@ -89,20 +89,6 @@ func (m Model) headerView() string {
 		return ansi.Truncate(left+" "+right, m.width, "…")
 	}
 	return left + strings.Repeat(" ", gap) + right
-}
-
-// deadCount is every dead letter, whatever the filter.
-func (m Model) deadCount() int {
-	if m.st.dead.filter.empty() {
-		return m.st.dead.set.Len()
-	}
-	n := 0
-	for _, a := range m.st.acts {
-		if isDead(a) {
-			n++
-		}
-	}
-	return n
 }
 
 func (m Model) connLabel() string {

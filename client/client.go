@@ -20,6 +20,10 @@ const DefaultAddr = "127.0.0.1:7345"
 // dialWait bounds how long Dial waits for the daemon when ctx has no deadline.
 const dialWait = 5 * time.Second
 
+// maxRecvMsgSize bounds one reply: a workflow task's history can hold many
+// payloads of up to the daemon's --max-payload each.
+const maxRecvMsgSize = 256 << 20
+
 // ErrUnreachable is wrapped by the error Dial returns when no connection to
 // the daemon could be made; callers check it with errors.Is (wf exits 3 on it).
 var ErrUnreachable = errors.New("durable daemon unreachable")
@@ -71,7 +75,12 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if o.identity == "" {
 		o.identity = DefaultIdentity()
 	}
-	dialOpts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, o.dialOpts...)
+	dialOpts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// A workflow task carries the whole history, which holds every
+		// input and result: far more than gRPC's default 4 MiB reply.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
+	}, o.dialOpts...)
 	conn, err := grpc.NewClient(addr, dialOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)

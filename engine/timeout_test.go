@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -169,5 +170,25 @@ func TestCompletionWhileWorkflowTaskRunsSchedulesAnother(t *testing.T) {
 	}
 	if n := count(next.GetHistory(), durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_COMPLETED); n != 2 {
 		t.Fatalf("%d completions in history, want 2", n)
+	}
+}
+
+// TestActivityIDIsNeverReused: the activity id is half of the idempotency
+// key, so scheduling a finished activity's id again is refused.
+func TestActivityIDIsNeverReused(t *testing.T) {
+	t.Parallel()
+	h := setup(t, engine.Options{})
+	ctx := context.Background()
+	h.startWithActivity("wf", nil)
+	if _, err := h.e.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{TaskToken: h.pollActivity().GetTaskToken()}); err != nil {
+		t.Fatal(err)
+	}
+	wt := h.pollWorkflow()
+	_, err := h.e.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Commands: []*durablev1.Command{
+		{Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: "1", ActivityType: "Charge"},
+	}})
+	var ie *engine.InvalidError
+	if !errors.As(err, &ie) || ie.Field != "commands[0].activity_id" {
+		t.Fatalf("reusing a finished activity's id: %v, want InvalidError on commands[0].activity_id", err)
 	}
 }

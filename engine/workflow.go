@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tinyllm/durable/activity"
@@ -198,7 +199,7 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *durablev1.Comple
 		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskCompleted, Identity: req.GetIdentity()})
 		for i, cmd := range req.GetCommands() {
 			if w.GetInfo().GetStatus() != statusRunning {
-				return invalid("commands", "command %d follows the command that closed the workflow", i)
+				return invalid(fmt.Sprintf("commands[%d]", i), "follows the command that closed the workflow")
 			}
 			if err := e.applyCommand(tx, c, w, i, cmd, now); err != nil {
 				return err
@@ -222,11 +223,16 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 	id := w.GetInfo().GetWorkflowId()
 	switch cmd.GetType() {
 	case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
-		if _, err := tx.GetActivity(id, cmd.GetActivityId()); err == nil {
-			return invalid("commands", "command %d schedules activity %q, which is already pending", i, cmd.GetActivityId())
-		} else if !errors.Is(err, ErrNotFound) {
+		used, err := c.usedActivityIDs(tx, id)
+		if err != nil {
 			return err
 		}
+		if used[cmd.GetActivityId()] {
+			// The id is the idempotency key's second half: a second
+			// activity under it would have its effects taken for the first's.
+			return invalid(fmt.Sprintf("commands[%d].activity_id", i), "activity %q was already scheduled by this workflow", cmd.GetActivityId())
+		}
+		used[cmd.GetActivityId()] = true
 		// The event records the options in force, defaults filled in, so
 		// the record is built first with the id the event is about to get.
 		a := e.newActivity(c, w, cmd, w.GetNextEventId(), now)
@@ -242,7 +248,7 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 		c.upsert(a.GetInfo())
 	case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
 		if _, err := tx.GetTimer(id, cmd.GetTimerId()); err == nil {
-			return invalid("commands", "command %d starts timer %q, which is already running", i, cmd.GetTimerId())
+			return invalid(fmt.Sprintf("commands[%d].timer_id", i), "timer %q is already running", cmd.GetTimerId())
 		}
 		ev := &durablev1.HistoryEvent{Type: evTimerStarted, TimerId: cmd.GetTimerId(), TimerDuration: cmd.GetTimerDuration()}
 		e.appendEvents(tx, w, now, ev)
@@ -260,9 +266,28 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 		w.Info.Failure = cmd.GetFailure()
 		return e.closeWorkflow(tx, c, w, statusFailed, now)
 	default:
-		return invalid("commands", "command %d has unknown type %v", i, cmd.GetType())
+		return invalid(fmt.Sprintf("commands[%d].type", i), "unknown command type %v", cmd.GetType())
 	}
 	return nil
+}
+
+// usedActivityIDs returns the ids of every activity the workflow has
+// scheduled, read from its history once per transaction.
+func (c *change) usedActivityIDs(tx Tx, workflowID string) (map[string]bool, error) {
+	if c.activityIDs != nil {
+		return c.activityIDs, nil
+	}
+	h, err := tx.History(workflowID)
+	if err != nil {
+		return nil, err
+	}
+	c.activityIDs = map[string]bool{}
+	for _, ev := range h {
+		if ev.GetType() == evActivityScheduled {
+			c.activityIDs[ev.GetActivityId()] = true
+		}
+	}
+	return c.activityIDs, nil
 }
 
 // closeWorkflow ends a workflow and drops what it left pending: activities

@@ -28,14 +28,16 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 	resp := &durablev1.PollActivityTaskResponse{}
 	k := queueKey{ActivityTask, req.GetTaskQueue()}
 	err := e.longPoll(ctx, k, func(now time.Time) (bool, time.Time, error) {
-		resp.Tasks = resp.Tasks[:0]
 		for {
-			taken, next := e.takeDue(k, now, max-len(resp.Tasks))
+			e.mu.Lock()
+			taken, next := e.takeDue(k, now, max)
+			e.mu.Unlock()
 			if len(taken) == 0 {
-				return len(resp.Tasks) > 0, next, nil
+				return false, next, nil
 			}
-			err := e.updateLocked(func(tx Tx, c *change) error {
-				resp.Tasks = resp.Tasks[:0]
+			var tasks []*durablev1.ActivityTask
+			err := e.update(func(tx Tx, c *change) error {
+				tasks = tasks[:0]
 				for _, q := range taken {
 					t, err := e.leaseActivity(tx, c, q, req.GetIdentity(), now)
 					if errors.Is(err, errStaleEntry) {
@@ -44,15 +46,16 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 					if err != nil {
 						return err
 					}
-					resp.Tasks = append(resp.Tasks, t)
+					tasks = append(tasks, t)
 				}
 				return nil
 			})
 			if err != nil {
-				e.restoreLocked(taken)
+				e.restore(taken)
 				return false, time.Time{}, err
 			}
-			if len(resp.Tasks) > 0 {
+			if len(tasks) > 0 {
+				resp.Tasks = tasks
 				return true, time.Time{}, nil
 			}
 		}
@@ -64,9 +67,11 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 // queued; the poll skips it.
 var errStaleEntry = errors.New("stale queue entry")
 
-// restoreLocked puts back entries taken by a poll whose transaction failed, so
-// the tasks stay pollable.
-func (e *Engine) restoreLocked(entries []QueueEntry) {
+// restore puts back entries taken by a poll whose transaction failed, so the
+// tasks stay pollable.
+func (e *Engine) restore(entries []QueueEntry) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, q := range entries {
 		e.pushEntryLocked(q)
 	}

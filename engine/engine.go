@@ -11,27 +11,35 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// Engine applies the rules of durable to a Store. Every state transition runs
-// under one mutex as one store transaction; an RPC that changes state answers
-// only after a Sync has made its transaction durable, while lease hand-outs are
-// answered without waiting for the disk (a lost lease is only a redelivery).
+// Engine applies the rules of durable to a Store. Every state transition is
+// applied by one goroutine, the batcher (batch.go), inside a store
+// transaction it shares with the transitions waiting beside it; an RPC that
+// changes state answers only after a Sync has made its transaction durable,
+// while lease hand-outs are answered without waiting for the disk (a lost
+// lease is only a redelivery). The mutex guards the in-memory indexes, the
+// parked polls and the watchers.
 type Engine struct {
 	store Store
 	opts  Options
 	clock Clock
 
-	mu        sync.Mutex
-	rng       *rand.Rand
-	seq       int64 // last id handed out (queue sequence numbers, lease ids)
-	closed    bool
-	closeCh   chan struct{}
-	loopDone  chan struct{}
-	waiters   map[queueKey][]*waiter
-	queues    map[queueKey]*entryHeap // pending tasks by queue, see index.go
-	timers    timerHeap               // every timer, earliest first
-	timerWake chan struct{}
-	watchers  map[*watcher]struct{}
-	closeSubs map[string][]chan struct{} // workflow id → waiters for its close
+	// Owned by the batcher goroutine: the jitter generator and the last id
+	// handed out (queue sequence numbers, lease ids).
+	rng *rand.Rand
+	seq int64
+
+	mu          sync.Mutex
+	closed      bool
+	closeCh     chan struct{}
+	loopDone    chan struct{}
+	requests    chan *request // transitions for the batcher (see batch.go)
+	batcherDone chan struct{}
+	waiters     map[queueKey][]*waiter
+	queues      map[queueKey]*entryHeap // pending tasks by queue, see index.go
+	timers      timerHeap               // every timer, earliest first
+	timerWake   chan struct{}
+	watchers    map[*watcher]struct{}
+	closeSubs   map[string][]chan struct{} // workflow id → waiters for its close
 }
 
 // New returns an engine over store. It reads the id counter and the earliest
@@ -44,17 +52,19 @@ func New(store Store, opts Options) (*Engine, error) {
 		seed = opts.Clock.Now().UnixNano()
 	}
 	e := &Engine{
-		store:     store,
-		opts:      opts,
-		clock:     opts.Clock,
-		rng:       rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1^0x9e3779b97f4a7c15)),
-		closeCh:   make(chan struct{}),
-		loopDone:  make(chan struct{}),
-		waiters:   map[queueKey][]*waiter{},
-		queues:    map[queueKey]*entryHeap{},
-		timerWake: make(chan struct{}, 1),
-		watchers:  map[*watcher]struct{}{},
-		closeSubs: map[string][]chan struct{}{},
+		store:       store,
+		opts:        opts,
+		clock:       opts.Clock,
+		rng:         rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1^0x9e3779b97f4a7c15)),
+		closeCh:     make(chan struct{}),
+		loopDone:    make(chan struct{}),
+		requests:    make(chan *request),
+		batcherDone: make(chan struct{}),
+		waiters:     map[queueKey][]*waiter{},
+		queues:      map[queueKey]*entryHeap{},
+		timerWake:   make(chan struct{}, 1),
+		watchers:    map[*watcher]struct{}{},
+		closeSubs:   map[string][]chan struct{}{},
 	}
 	err := store.View(func(tx Tx) error {
 		n, err := tx.Counter()
@@ -67,6 +77,7 @@ func New(store Store, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	go e.batcher()
 	go e.timerLoop()
 	return e, nil
 }
@@ -86,6 +97,7 @@ func (e *Engine) Close() error {
 	}
 	e.mu.Unlock()
 	<-e.loopDone
+	<-e.batcherDone
 	return nil
 }
 
@@ -107,44 +119,6 @@ type change struct {
 
 func (c *change) enqueue(q QueueEntry) { c.entries = append(c.entries, q) }
 func (c *change) addTimer(ts ...Timer) { c.timers = append(c.timers, ts...) }
-
-// update runs fn as one store transaction under the engine's mutex, then
-// wakes pollers, moves the timer and tells watchers. It does not sync.
-func (e *Engine) update(fn func(tx Tx, c *change) error) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.updateLocked(fn)
-}
-
-func (e *Engine) updateLocked(fn func(tx Tx, c *change) error) error {
-	if e.closed {
-		return ErrClosed
-	}
-	var c *change
-	err := e.store.Update(func(tx Tx) error {
-		c = &change{now: e.now()}
-		if err := fn(tx, c); err != nil {
-			return err
-		}
-		if c.seqUsed {
-			return tx.SetCounter(e.seq)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	e.afterCommitLocked(c)
-	return nil
-}
-
-// commit is update followed by a Sync: the caller may acknowledge after it.
-func (e *Engine) commit(fn func(tx Tx, c *change) error) error {
-	if err := e.update(fn); err != nil {
-		return err
-	}
-	return e.store.Sync()
-}
 
 func (e *Engine) afterCommitLocked(c *change) {
 	var ready map[queueKey]int

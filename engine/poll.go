@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -32,39 +33,42 @@ func (e *Engine) wakeLocked(k queueKey, n int) {
 	e.waiters[k] = append(ws[:0:0], ws[n:]...)
 }
 
-func (e *Engine) removeWaiterLocked(k queueKey, w *waiter) {
+func (e *Engine) removeWaiterLocked(k queueKey, w *waiter) bool {
 	ws := e.waiters[k]
 	for i, x := range ws {
 		if x == w {
 			e.waiters[k] = append(ws[:i:i], ws[i+1:]...)
-			return
+			return true
 		}
+	}
+	return false
+}
+
+// dropWaiter takes w off its queue. If a wake-up already reached it, the
+// wake-up is passed on: this poll will not look again, and the task it was
+// for must not wait for another poll's timeout.
+func (e *Engine) dropWaiter(k queueKey, w *waiter) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.removeWaiterLocked(k, w) {
+		e.wakeLocked(k, 1)
 	}
 }
 
-// longPoll calls take under the engine's mutex until it returns true, the
-// poll times out, ctx ends or the engine closes. take also reports the due
-// time of the earliest entry that is not yet due, so the poll wakes for it.
-// A ctx that is already done makes longPoll try exactly once.
+// longPoll calls take until it returns true, the poll times out, ctx ends or
+// the engine closes. take runs without the engine's mutex; it also reports
+// the due time of the earliest entry that is not yet due, so the poll wakes
+// for it. The poll is registered as a waiter before take looks, so a task
+// queued while take runs wakes it. A ctx that is already done makes longPoll
+// try exactly once.
 func (e *Engine) longPoll(ctx context.Context, k queueKey, take func(now time.Time) (bool, time.Time, error)) error {
 	limit := e.clock.After(e.opts.PollTimeout)
 	for {
+		if err := e.fireDue(); err != nil {
+			return ignoreClosed(err)
+		}
 		e.mu.Lock()
 		if e.closed {
-			e.mu.Unlock()
-			return nil
-		}
-		now := e.now()
-		if err := e.fireDueLocked(now); err != nil {
-			e.mu.Unlock()
-			return err
-		}
-		ok, next, err := take(now)
-		if err != nil || ok {
-			e.mu.Unlock()
-			return err
-		}
-		if ctx.Err() != nil {
 			e.mu.Unlock()
 			return nil
 		}
@@ -72,6 +76,12 @@ func (e *Engine) longPoll(ctx context.Context, k queueKey, take func(now time.Ti
 		e.waiters[k] = append(e.waiters[k], w)
 		e.mu.Unlock()
 
+		now := e.now()
+		ok, next, err := take(now)
+		if err != nil || ok || ctx.Err() != nil {
+			e.dropWaiter(k, w)
+			return ignoreClosed(err)
+		}
 		var due <-chan time.Time
 		if !next.IsZero() {
 			due = e.clock.After(next.Sub(now))
@@ -85,22 +95,24 @@ func (e *Engine) longPoll(ctx context.Context, k queueKey, take func(now time.Ti
 		case <-ctx.Done():
 		case <-e.closeCh:
 		}
-		e.mu.Lock()
-		e.removeWaiterLocked(k, w)
-		e.mu.Unlock()
+		e.dropWaiter(k, w)
 		if ctx.Err() != nil {
 			return nil // nobody would receive a task leased now
 		}
 		if limit == nil {
 			// One last look, so a task that arrived with the timeout is not
 			// left waiting for the next poll.
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			if e.closed {
-				return nil
-			}
 			_, _, err := take(e.now())
-			return err
+			return ignoreClosed(err)
 		}
 	}
+}
+
+// ignoreClosed turns ErrClosed into an empty poll: a daemon shutting down
+// answers its long polls with nothing.
+func ignoreClosed(err error) error {
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
 }

@@ -21,15 +21,14 @@ func pageSize(n int32) int {
 // view runs fn in a read-only transaction after firing due timers, so what
 // it reads reflects the engine's clock.
 func (e *Engine) view(fn func(tx Tx) error) error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return ErrClosed
-	}
-	err := e.fireDueLocked(e.now())
-	e.mu.Unlock()
-	if err != nil {
+	if err := e.fireDue(); err != nil {
 		return err
+	}
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return ErrClosed
 	}
 	return e.store.View(fn)
 }

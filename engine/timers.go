@@ -16,11 +16,11 @@ const timerBatch = 128
 func (e *Engine) timerLoop() {
 	defer close(e.loopDone)
 	for {
-		e.mu.Lock()
-		now := e.now()
-		if err := e.fireDueLocked(now); err != nil && !errors.Is(err, ErrClosed) {
+		if err := e.fireDue(); err != nil && !errors.Is(err, ErrClosed) {
 			e.opts.Logger.Error("firing timers", "err", err)
 		}
+		e.mu.Lock()
+		now := e.now()
 		next := e.nextTimerLocked()
 		e.mu.Unlock()
 
@@ -37,17 +37,23 @@ func (e *Engine) timerLoop() {
 	}
 }
 
-// fireDueLocked handles every timer due at now: expired leases become
-// retryable timeout failures, budgets that ran out dead-letter, workflow
-// timers fire. Timer effects are not synced: after a crash they are derived
-// again from the records and fire again.
-func (e *Engine) fireDueLocked(now time.Time) error {
-	for len(e.timers) > 0 && !e.timers[0].Due.After(now) {
+// fireDue handles every timer due now: expired leases become retryable
+// timeout failures, budgets that ran out dead-letter, workflow timers fire.
+// Timer effects are not synced: after a crash they are derived again from the
+// records and fire again.
+func (e *Engine) fireDue() error {
+	for {
+		e.mu.Lock()
+		now := e.now()
 		var batch []Timer
 		for len(e.timers) > 0 && !e.timers[0].Due.After(now) && len(batch) < timerBatch {
 			batch = append(batch, heap.Pop(&e.timers).(Timer))
 		}
-		err := e.updateLocked(func(tx Tx, c *change) error {
+		e.mu.Unlock()
+		if len(batch) == 0 {
+			return nil
+		}
+		err := e.update(func(tx Tx, c *change) error {
 			for _, t := range batch {
 				if err := e.fire(tx, c, t, now); err != nil {
 					return err
@@ -56,13 +62,14 @@ func (e *Engine) fireDueLocked(now time.Time) error {
 			return nil
 		})
 		if err != nil {
+			e.mu.Lock()
 			for _, t := range batch {
 				heap.Push(&e.timers, t)
 			}
+			e.mu.Unlock()
 			return err
 		}
 	}
-	return nil
 }
 
 func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {

@@ -118,12 +118,14 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 	k := queueKey{WorkflowTask, req.GetTaskQueue()}
 	err := e.longPoll(ctx, k, func(now time.Time) (bool, time.Time, error) {
 		for {
+			e.mu.Lock()
 			taken, next := e.takeDue(k, now, 1)
+			e.mu.Unlock()
 			if len(taken) == 0 {
 				return false, next, nil
 			}
 			got := false
-			err := e.updateLocked(func(tx Tx, c *change) error {
+			err := e.update(func(tx Tx, c *change) error {
 				w, err := tx.GetWorkflow(taken[0].WorkflowID)
 				if errors.Is(err, ErrNotFound) {
 					return nil
@@ -157,7 +159,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 				return nil
 			})
 			if err != nil {
-				e.restoreLocked(taken)
+				e.restore(taken)
 				return false, time.Time{}, err
 			}
 			if got {

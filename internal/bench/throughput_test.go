@@ -28,11 +28,13 @@ import (
 )
 
 const (
-	envWorker   = "DURABLE_BENCH_WORKER"    // the daemon's address: run as the worker
-	envFailOnce = "DURABLE_BENCH_FAIL_ONCE" // "1": every first attempt fails
-	concurrency = 32                        // activity pollers in the worker
-	perWorkflow = 10                        // activities each workflow fans out
-	taskQueue   = "bench"
+	envWorker       = "DURABLE_BENCH_WORKER"    // the daemon's address: run as the worker
+	envFailOnce     = "DURABLE_BENCH_FAIL_ONCE" // "1": every first attempt fails
+	concurrency     = 32                        // activities running at once in the worker
+	pollBatch       = 8                         // tasks one activity poll may carry
+	workflowPollers = 16                        // workflow task pollers in the worker
+	perWorkflow     = 50                        // activities each workflow fans out
+	taskQueue       = "bench"
 )
 
 func TestMain(m *testing.M) {
@@ -140,29 +142,38 @@ func runWorker(addr string, failOnce bool) error {
 	c := durablev1.NewDurableClient(conn)
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	errs := make(chan error, concurrency+2)
-	for range concurrency {
+	errs := make(chan error, concurrency+workflowPollers)
+	for range concurrency / pollBatch {
 		wg.Go(func() { errs <- activityLoop(ctx, c, failOnce) })
 	}
-	for range 2 {
+	for range workflowPollers {
 		wg.Go(func() { errs <- workflowLoop(ctx, c) })
 	}
 	return <-errs
 }
 
+// activityLoop polls for up to pollBatch tasks and runs them concurrently,
+// so concurrency/pollBatch loops keep concurrency activities in flight.
 func activityLoop(ctx context.Context, c durablev1.DurableClient, failOnce bool) error {
 	for {
-		r, err := c.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: taskQueue, Identity: "bench", MaxTasks: 1})
+		r, err := c.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: taskQueue, Identity: "bench", MaxTasks: pollBatch})
 		if err != nil {
 			return err
 		}
+		errs := make(chan error, len(r.GetTasks()))
 		for _, t := range r.GetTasks() {
-			if failOnce && t.GetAttempt() == 1 {
-				_, err = c.FailActivityTask(ctx, &durablev1.FailActivityRequest{TaskToken: t.GetTaskToken(), Failure: &durablev1.Failure{Type: "Flaky", Message: "first attempt"}})
-			} else {
-				_, err = c.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{TaskToken: t.GetTaskToken(), Result: []byte("1")})
-			}
-			if err != nil {
+			go func() {
+				var err error
+				if failOnce && t.GetAttempt() == 1 {
+					_, err = c.FailActivityTask(ctx, &durablev1.FailActivityRequest{TaskToken: t.GetTaskToken(), Failure: &durablev1.Failure{Type: "Flaky", Message: "first attempt"}})
+				} else {
+					_, err = c.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{TaskToken: t.GetTaskToken(), Result: []byte("1")})
+				}
+				errs <- err
+			}()
+		}
+		for range r.GetTasks() {
+			if err := <-errs; err != nil {
 				return err
 			}
 		}

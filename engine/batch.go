@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"errors"
+)
+
+// maxBatch bounds how many transitions share one store transaction.
+const maxBatch = 256
+
+// request is one state transition waiting for the batcher.
+type request struct {
+	fn   func(tx Tx, c *change) error
+	err  error
+	done chan struct{}
+}
+
+// errAbortBatch makes the store discard a batch in which one transition
+// failed, so the failure leaves no partial writes behind.
+var errAbortBatch = errors.New("abort batch")
+
+// update runs fn as a state transition: it is applied by the batcher, in one
+// store transaction with whatever other transitions are waiting, in the order
+// they arrived, each seeing the writes of those before it. It returns fn's
+// error, or the store's. It does not sync.
+func (e *Engine) update(fn func(tx Tx, c *change) error) error {
+	r := &request{fn: fn, done: make(chan struct{})}
+	select {
+	case e.requests <- r:
+	case <-e.closeCh:
+		return ErrClosed
+	}
+	<-r.done
+	return r.err
+}
+
+// commit is update followed by a Sync: the caller may acknowledge after it.
+func (e *Engine) commit(fn func(tx Tx, c *change) error) error {
+	if err := e.update(fn); err != nil {
+		return err
+	}
+	return e.store.Sync()
+}
+
+// batcher applies transitions. Taking every transition that is waiting into
+// one store transaction turns the store's per-commit cost (a write to its log
+// and a hand-off to its writer) into a per-batch cost, which is what lets one
+// serialized state machine keep up with many workers.
+func (e *Engine) batcher() {
+	defer close(e.batcherDone)
+	for {
+		var first *request
+		select {
+		case first = <-e.requests:
+		case <-e.closeCh:
+			return
+		}
+		batch := []*request{first}
+	gather:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-e.requests:
+				batch = append(batch, r)
+			default:
+				break gather
+			}
+		}
+		e.apply(batch)
+		for _, r := range batch {
+			close(r.done)
+		}
+	}
+}
+
+// apply applies a batch. When a transition fails, the transaction is
+// discarded; the transitions before it are applied again without it, and it
+// runs alone so its error (and nothing else of it) is what its caller sees.
+func (e *Engine) apply(batch []*request) {
+	for len(batch) > 0 {
+		e.mu.Lock()
+		closed := e.closed
+		e.mu.Unlock()
+		if closed {
+			for _, r := range batch {
+				r.err = ErrClosed
+			}
+			return
+		}
+		n, err := e.try(batch)
+		switch {
+		case n == len(batch):
+			return
+		case !errors.Is(err, errAbortBatch):
+			for _, r := range batch {
+				r.err = err
+			}
+			return
+		}
+		if n > 0 {
+			e.apply(batch[:n])
+		}
+		if _, err := e.try(batch[n : n+1]); !errors.Is(err, errAbortBatch) && err != nil {
+			batch[n].err = err
+		}
+		batch = batch[n+1:]
+	}
+}
+
+// try runs the batch in one store transaction. Transitions run only on the
+// batcher's goroutine, so what they touch of the engine (the id sequence, the
+// jitter generator) needs no lock; the mutex is taken only to publish the
+// committed changes, so polls are not held up by the store's commit. It returns how many
+// transitions were applied: all of them with a nil error, or none, with
+// errAbortBatch when the transition at the returned index failed (its error is
+// in its request) or with the store's error when the commit failed.
+func (e *Engine) try(batch []*request) (int, error) {
+	changes := make([]*change, len(batch))
+	failed := -1
+	err := e.store.Update(func(tx Tx) error {
+		seqUsed := false
+		for i, r := range batch {
+			c := &change{now: e.now()}
+			r.err = r.fn(tx, c)
+			if r.err != nil {
+				failed = i
+				return errAbortBatch
+			}
+			changes[i] = c
+			seqUsed = seqUsed || c.seqUsed
+		}
+		if seqUsed {
+			return tx.SetCounter(e.seq)
+		}
+		return nil
+	})
+	if failed >= 0 {
+		return failed, errAbortBatch
+	}
+	if err != nil {
+		return 0, err
+	}
+	e.mu.Lock()
+	for _, c := range changes {
+		e.afterCommitLocked(c)
+	}
+	e.mu.Unlock()
+	return len(batch), nil
+}

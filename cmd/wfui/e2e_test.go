@@ -17,23 +17,32 @@ import (
 // TestConsoleRedrivesAnOutageEndToEnd drives the real binaries: durabled, a
 // demo worker in outage mode whose FlakyDemo activities dead-letter, then a
 // healthy worker, and wfui in tmux redriving every letter from the keyboard.
-// It needs tmux and the binaries durabled, demo, wf and wfui in
-// $DURABLE_BIN_DIR, and skips otherwise:
+// It needs tmux (and skips without it); it builds the binaries, or takes
+// them from $DURABLE_BIN_DIR when set:
 //
 //	go build -o bin/ ./cmd/durabled ./cmd/wf ./cmd/wfui ./demo
 //	DURABLE_BIN_DIR=$PWD/bin go test ./cmd/wfui -run EndToEnd -v
 func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed")
+	}
+	if testing.Short() {
+		t.Skip("builds and runs four binaries; skipped with -short")
+	}
 	bin := os.Getenv("DURABLE_BIN_DIR")
 	if bin == "" {
-		t.Skip("DURABLE_BIN_DIR is not set")
+		bin = t.TempDir()
+		build := exec.Command("go", "build", "-o", bin+string(filepath.Separator),
+			"github.com/tinyllm/durable/cmd/durabled", "github.com/tinyllm/durable/cmd/wf",
+			"github.com/tinyllm/durable/cmd/wfui", "github.com/tinyllm/durable/demo")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
 	}
 	for _, b := range []string{"durabled", "demo", "wf", "wfui"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			t.Skipf("binary %s missing: %v", b, err)
+			t.Fatalf("binary %s missing: %v", b, err)
 		}
-	}
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed")
 	}
 	dir := t.TempDir()
 	addr := freeAddr(t)

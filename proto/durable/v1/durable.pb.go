@@ -1021,7 +1021,8 @@ type PendingActivity struct {
 	ActivityType string                 `protobuf:"bytes,3,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
 	TaskQueue    string                 `protobuf:"bytes,4,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
 	State        ActivityState          `protobuf:"varint,5,opt,name=state,proto3,enum=durable.v1.ActivityState" json:"state,omitempty"`
-	// The current (or last) attempt, 1-based.
+	// The attempt, 1-based: the one running (started), the one due next
+	// (scheduled, retrying), or the last one (dead-lettered).
 	Attempt int32 `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The attempt whose failure dead-letters the activity (policy or default).
 	MaxAttempts int32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`

@@ -78,6 +78,7 @@ type killLoop struct {
 	baseDeliveries int
 	baseHistory    int64
 	history        int64
+	wtHolder       string // identity of the worker holding the workflow task
 	kills          int
 	restarts       int
 	finished       bool
@@ -96,7 +97,7 @@ func (k *killLoop) afterApply(d sink.Delivery, pid int) {
 		return
 	}
 	p := k.c.Worker(pid)
-	if p == nil {
+	if p == nil || p.Name == k.wtHolder {
 		return
 	}
 	select {
@@ -173,8 +174,7 @@ func RunFlaky(ctx context.Context, c *Cluster, p FlakyPlan) (*Report, error) {
 	}
 	logf("started %s %s: %+v", flaky.WorkflowName, p.WorkflowID, p.Input)
 
-	wf, err := k.drive(ctx, cl, p)
-	if err != nil {
+	if err := k.drive(ctx, cl, p); err != nil {
 		return nil, err
 	}
 	k.mu.Lock()
@@ -188,6 +188,13 @@ func RunFlaky(ctx context.Context, c *Cluster, p FlakyPlan) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	desc, err := retryUnavailable(ctx, func(ctx context.Context) (*durablev1.DescribeWorkflowResponse, error) {
+		return cl.Describe(ctx, p.WorkflowID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	wf := desc.GetWorkflow()
 	r := newReport(p.WorkflowID, wf, hist, c.Sink())
 	r.WorkerKills, r.DaemonRestarts = kills, restarts
 	r.Elapsed = time.Since(start)
@@ -195,40 +202,41 @@ func RunFlaky(ctx context.Context, c *Cluster, p FlakyPlan) (*Report, error) {
 	return r, nil
 }
 
-// drive polls the workflow until it closes, restarting the daemon when the
-// plan says so and replacing killed workers.
-func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) (*durablev1.WorkflowInfo, error) {
+// drive polls the workflow's history until it closes, restarting the daemon
+// when the plan says so and replacing killed workers.
+func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("harness: %s did not close: %w", p.WorkflowID, ctx.Err())
+			return fmt.Errorf("harness: %s did not close: %w", p.WorkflowID, ctx.Err())
 		case <-k.replace:
 			for len(k.c.Workers()) < p.Workers {
 				if _, err := k.c.StartWorker(); err != nil {
-					return nil, err
+					return err
 				}
 			}
 			continue
 		case <-tick.C:
 		}
-		dctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := cl.Describe(dctx, p.WorkflowID)
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		hist, err := cl.History(hctx, p.WorkflowID)
 		cancel()
 		if err != nil {
 			continue // the daemon is restarting; the client reconnects
 		}
-		wf := resp.GetWorkflow()
-		if s := wf.GetStatus(); s == durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED || s == durablev1.WorkflowStatus_WORKFLOW_STATUS_FAILED {
-			return wf, nil
+		closed, busy, holder := workflowTaskState(hist)
+		if closed {
+			return nil
 		}
 		k.mu.Lock()
-		k.history = wf.GetHistoryLength()
+		k.history = int64(len(hist))
+		k.wtHolder = holder
 		if k.baseHistory < 0 {
 			k.baseHistory = k.history // first look after a restart
 		}
-		restart := k.due(restartDaemon) && k.history >= k.baseHistory+k.historyStep
+		restart := k.due(restartDaemon) && k.history >= k.baseHistory+k.historyStep && !busy
 		if restart {
 			k.next++ // kills may go on while the daemon is down
 		}
@@ -236,10 +244,10 @@ func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) (*
 		if !restart {
 			continue
 		}
-		k.logf("SIGKILL durabled at history length %d, restart on %s", wf.GetHistoryLength(), k.c.Addr())
+		k.logf("SIGKILL durabled at history length %d, restart on %s", len(hist), k.c.Addr())
 		t0 := time.Now()
 		if err := k.c.RestartDaemon(ctx); err != nil {
-			return nil, err
+			return err
 		}
 		k.mu.Lock()
 		k.restarts++
@@ -248,6 +256,30 @@ func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) (*
 		k.mu.Unlock()
 		k.logf("durabled back after %s", time.Since(t0).Round(time.Millisecond))
 	}
+}
+
+// workflowTaskState reads from history whether the workflow closed, whether
+// a workflow task is outstanding (scheduled or handed out) and which worker
+// holds it, if one is handed out.
+//
+// The kill loop leaves workflow tasks alone where it can: a worker killed
+// while holding one, or a daemon killed while one is being reported (the
+// worker does not retry that report), leaves the task to its lease timeout,
+// 10 s of nothing that proves nothing about effects.
+func workflowTaskState(hist []*durablev1.HistoryEvent) (closed, busy bool, holder string) {
+	for _, e := range hist {
+		switch e.GetType() {
+		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+			busy = true
+		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			busy, holder = true, e.GetIdentity()
+		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_COMPLETED, durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			busy, holder = false, ""
+		case durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+			closed = true
+		}
+	}
+	return closed, busy, holder
 }
 
 // retryUnavailable calls fn until it succeeds or ctx ends, riding out a

@@ -125,7 +125,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
-	say("durabled listening on %s (data %s), effects sink on %s", c.Addr(), filepath.Join(dir, "data"), c.SinkAddr())
+	say("durabled (pid %d) listening on %s, data %s; effects sink on %s", c.DaemonPID(), c.Addr(), filepath.Join(dir, "data"), c.SinkAddr())
 
 	r, err := harness.RunFlaky(ctx, c, harness.FlakyPlan{
 		Input:       flaky.Input{Activities: *activities, FailRate: *failRate, Seed: *seed},

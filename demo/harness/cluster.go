@@ -161,6 +161,16 @@ func (c *Cluster) StartDaemon(ctx context.Context) error {
 	return fmt.Errorf("harness: durabled did not say it was listening within %s:\n%s", c.opts.StartTimeout, p.Tail(20))
 }
 
+// DaemonPID is the running daemon's process id, or 0.
+func (c *Cluster) DaemonPID() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.daemon == nil {
+		return 0
+	}
+	return c.daemon.PID()
+}
+
 // KillDaemon SIGKILLs the daemon and waits until it is gone.
 func (c *Cluster) KillDaemon() {
 	c.mu.Lock()

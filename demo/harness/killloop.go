@@ -160,9 +160,11 @@ func RunFlaky(ctx context.Context, c *Cluster, p FlakyPlan) (*Report, error) {
 	}()
 
 	for range p.Workers {
-		if _, err := c.StartWorker(); err != nil {
+		w, err := c.StartWorker()
+		if err != nil {
 			return nil, err
 		}
+		logf("started %s (pid %d)", w.Name, w.PID())
 	}
 	cl, err := client.Dial(ctx, c.Addr())
 	if err != nil {
@@ -213,9 +215,11 @@ func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) er
 			return fmt.Errorf("harness: %s did not close: %w", p.WorkflowID, ctx.Err())
 		case <-k.replace:
 			for len(k.c.Workers()) < p.Workers {
-				if _, err := k.c.StartWorker(); err != nil {
+				w, err := k.c.StartWorker()
+				if err != nil {
 					return err
 				}
+				k.logf("started %s (pid %d)", w.Name, w.PID())
 			}
 			continue
 		case <-tick.C:
@@ -254,7 +258,7 @@ func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) er
 		k.baseDeliveries = k.c.Sink().Stats().Deliveries
 		k.baseHistory = -1
 		k.mu.Unlock()
-		k.logf("durabled back after %s", time.Since(t0).Round(time.Millisecond))
+		k.logf("durabled (pid %d) back after %s", k.c.DaemonPID(), time.Since(t0).Round(time.Millisecond))
 	}
 }
 

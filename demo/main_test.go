@@ -1,0 +1,135 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tinyllm/durable/demo/harness"
+)
+
+var (
+	durabledBin string
+	demoBin     string
+)
+
+// TestMain builds durabled and this command once; DURABLED, if set, names a
+// durabled binary to use instead.
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "demo-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if durabledBin = os.Getenv("DURABLED"); durabledBin == "" {
+			if durabledBin, err = harness.Build(ctx, dir, "durabled", harness.DurabledPackage); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+		}
+		if demoBin, err = harness.Build(ctx, dir, "demo", "github.com/tinyllm/durable/demo"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+func TestDemoJSONSummary(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, demoBin, "--json", "--durabled", durabledBin,
+		"--activities", "6", "--worker-kills", "2", "--daemon-restarts", "1", "--seed", "4")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("demo --json: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	for key, want := range map[string]any{
+		"completed": true, "activities": 6.0, "effects_applied": 6.0,
+		"worker_kills": 2.0, "daemon_restarts": 1.0, "exactly_once": true,
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+	if _, ok := got["duplicate_deliveries"].(float64); !ok {
+		t.Errorf("duplicate_deliveries missing: %v", got)
+	}
+}
+
+// TestDemoInterruptLeavesNoChildren sends SIGINT to a running demo and checks
+// that the daemon and every worker it started are gone when it exits.
+func TestDemoInterruptLeavesNoChildren(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, demoBin, "--durabled", durabledBin, "--activities", "200")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pidRE := regexp.MustCompile(`\(pid (\d+)\)`)
+	var pids []int
+	var log strings.Builder
+	sc := bufio.NewScanner(stderr)
+	interrupted := false
+	for sc.Scan() {
+		line := sc.Text()
+		log.WriteString(line + "\n")
+		if m := pidRE.FindStringSubmatch(line); m != nil {
+			pid, _ := strconv.Atoi(m[1])
+			pids = append(pids, pid)
+		}
+		// Interrupt once workers run and one was killed, mid-run.
+		if !interrupted && strings.Contains(line, "SIGKILL worker") {
+			interrupted = true
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !interrupted || !errors.As(err, &ee) {
+		t.Fatalf("interrupted=%v, exit %v; want an interrupted run that fails\n%s", interrupted, err, log.String())
+	}
+	if len(pids) < 4 {
+		t.Fatalf("saw %d child pids, want the daemon and 3 workers at least\n%s", len(pids), log.String())
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("child %d still exists after the demo exited (kill 0: %v)", pid, err)
+		}
+	}
+	if m := regexp.MustCompile(`run directory kept: (\S+)`).FindStringSubmatch(log.String()); m != nil {
+		os.RemoveAll(m[1])
+	}
+}

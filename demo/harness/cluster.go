@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tinyllm/durable/demo/sink"
@@ -40,6 +41,7 @@ type Cluster struct {
 	sinkSrv  *sink.Server
 	httpSrv  *http.Server
 	sinkAddr string
+	hook     atomic.Pointer[func(d sink.Delivery, pid int)]
 
 	mu      sync.Mutex
 	addr    string // the daemon's, fixed after its first start
@@ -70,7 +72,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{opts: opts, sink: st, sinkAddr: l.Addr().String(), workers: map[int]*Proc{}}
-	c.sinkSrv = &sink.Server{Store: st}
+	c.sinkSrv = &sink.Server{Store: st, AfterApplyFunc: func(d sink.Delivery, pid int) {
+		if h := c.hook.Load(); h != nil {
+			(*h)(d, pid)
+		}
+	}}
 	c.httpSrv = &http.Server{Handler: c.sinkSrv, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = c.httpSrv.Serve(l) }()
 	if err := c.StartDaemon(ctx); err != nil {
@@ -93,9 +99,15 @@ func (c *Cluster) Sink() *sink.Store { return c.sink }
 // SinkAddr is the address workers reach the sink at.
 func (c *Cluster) SinkAddr() string { return c.sinkAddr }
 
-// SetAfterApply installs the sink's hook (see sink.Server.AfterApplyFunc).
-// Set it before starting workers.
-func (c *Cluster) SetAfterApply(fn func(d sink.Delivery, pid int)) { c.sinkSrv.AfterApplyFunc = fn }
+// SetAfterApply installs the sink's hook (see sink.Server.AfterApplyFunc),
+// replacing the previous one; nil removes it.
+func (c *Cluster) SetAfterApply(fn func(d sink.Delivery, pid int)) {
+	if fn == nil {
+		c.hook.Store(nil)
+		return
+	}
+	c.hook.Store(&fn)
+}
 
 // listenRE finds a host:port in the daemon's "listening" log line, whether
 // slog wrote it as text or JSON.

@@ -75,22 +75,14 @@ func (e *Engine) rebuildIndex(tx Tx) error {
 	if err != nil {
 		return err
 	}
-	after := ""
-	for {
-		page, err := tx.ListWorkflows(after, 1000)
-		if err != nil {
-			return err
+	err = eachWorkflow(tx, func(w *durablev1.WorkflowRecord) {
+		if q, ok := WorkflowQueueEntryOf(w); ok {
+			e.pushEntryLocked(q)
 		}
-		for _, w := range page {
-			if q, ok := WorkflowQueueEntryOf(w); ok {
-				e.pushEntryLocked(q)
-			}
-			e.timers = append(e.timers, WorkflowTimersOf(w)...)
-			after = w.GetInfo().GetWorkflowId()
-		}
-		if len(page) < 1000 {
-			break
-		}
+		e.timers = append(e.timers, WorkflowTimersOf(w)...)
+	})
+	if err != nil {
+		return err
 	}
 	// Workflow timers have no record scan of their own: the timer index
 	// holds them, read once here.
@@ -105,6 +97,25 @@ func (e *Engine) rebuildIndex(tx Tx) error {
 	}
 	heap.Init(&e.timers)
 	return nil
+}
+
+// eachWorkflow calls fn for every workflow record, a page at a time.
+func eachWorkflow(tx Tx, fn func(*durablev1.WorkflowRecord)) error {
+	const page = 1000
+	after := ""
+	for {
+		ws, err := tx.ListWorkflows(after, page)
+		if err != nil {
+			return err
+		}
+		for _, w := range ws {
+			fn(w)
+		}
+		if len(ws) < page {
+			return nil
+		}
+		after = ws[len(ws)-1].GetInfo().GetWorkflowId()
+	}
 }
 
 // takeDue pops up to max due entries of a queue. It returns them and the due

@@ -110,20 +110,7 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 		}); err != nil {
 			return err
 		}
-		after := ""
-		for {
-			page, err := tx.ListWorkflows(after, 1000)
-			if err != nil {
-				return err
-			}
-			for _, r := range page {
-				wfs = append(wfs, r.GetInfo())
-			}
-			if len(page) < 1000 {
-				return nil
-			}
-			after = page[len(page)-1].GetInfo().GetWorkflowId()
-		}
+		return eachWorkflow(tx, func(r *durablev1.WorkflowRecord) { wfs = append(wfs, r.GetInfo()) })
 	})
 	if err == nil {
 		e.watchers[w] = struct{}{}

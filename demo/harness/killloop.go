@@ -35,57 +35,34 @@ type FlakyPlan struct {
 	Logf func(format string, args ...any)
 }
 
-// step kinds of a kill plan.
-const (
-	killWorker    = "kill-worker"
-	restartDaemon = "restart-daemon"
-)
-
-// schedule interleaves kills and restarts evenly: for 8 and 2,
-// k k k R k k R k k k.
-func schedule(kills, restarts int) []string {
-	n := kills + restarts
-	plan := make([]string, 0, n)
-	isRestart := map[int]bool{}
-	for j := range restarts {
-		isRestart[(j+1)*n/(restarts+1)] = true
-	}
-	for i := range n {
-		if isRestart[i] && restarts > 0 {
-			plan = append(plan, restartDaemon)
-			restarts--
-		} else {
-			plan = append(plan, killWorker)
-		}
-	}
-	return plan
-}
-
 // killLoop is the state shared by the sink hook (worker kills) and the
-// history poller (daemon restarts). Each step fires once the previous one is
-// done and progress was observed since: deliveryStep more sink deliveries
-// for a kill, historyStep more history events for a restart.
+// history poller (daemon restarts). Both are driven by progress observed,
+// spread over the part of the run that must happen before the workflow can
+// close, so every kill and restart of the plan fires:
+//
+//   - kill i (from 0) fires at the first delivery, by a worker not holding the
+//     workflow task, once the sink counted (i+1)*deliveryStep deliveries;
+//     FlakyDemo cannot close before N deliveries.
+//   - restart j fires once history holds firstHistory + (j+1)*historyStep
+//     events and no workflow task is outstanding (or one has been for a
+//     second: it is stuck on its lease anyway); history ends past N+4+2N.
 type killLoop struct {
 	c            *Cluster
+	cl           *client.Client
+	workflowID   string
 	logf         func(string, ...any)
 	deliveryStep int
-	historyStep  int64
+	firstHistory int
+	historyStep  int
 	replace      chan struct{}
 
-	mu             sync.Mutex
-	plan           []string
-	next           int
-	baseDeliveries int
-	baseHistory    int64
-	history        int64
-	wtHolder       string // identity of the worker holding the workflow task
-	kills          int
-	restarts       int
-	finished       bool
-}
-
-func (k *killLoop) due(kind string) bool {
-	return !k.finished && k.next < len(k.plan) && k.plan[k.next] == kind
+	mu        sync.Mutex
+	killsLeft int
+	restLeft  int
+	kills     int
+	restarts  int
+	busySince time.Time // when the outstanding workflow task was first seen
+	finished  bool
 }
 
 // afterApply runs in the sink between a delivery becoming durable and its
@@ -93,11 +70,11 @@ func (k *killLoop) due(kind string) bool {
 func (k *killLoop) afterApply(d sink.Delivery, pid int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if !k.due(killWorker) || k.c.Sink().Stats().Deliveries < k.baseDeliveries+k.deliveryStep {
+	if k.finished || k.killsLeft == 0 || k.c.Sink().Stats().Deliveries < (k.kills+1)*k.deliveryStep {
 		return
 	}
 	p := k.c.Worker(pid)
-	if p == nil || p.Name == k.wtHolder {
+	if p == nil {
 		return
 	}
 	select {
@@ -105,16 +82,31 @@ func (k *killLoop) afterApply(d sink.Delivery, pid int) {
 		return // already gone; wait for a delivery by a live worker
 	default:
 	}
+	if k.holdsWorkflowTask(p.Name) {
+		return
+	}
 	p.Kill()
 	k.kills++
-	k.next++
-	k.baseDeliveries = k.c.Sink().Stats().Deliveries
-	k.baseHistory = k.history
+	k.killsLeft--
 	k.logf("SIGKILL %s (pid %d) right after it delivered %s (delivery #%d of that key)", p.Name, pid, d.Key, d.Count)
 	select {
 	case k.replace <- struct{}{}:
 	default:
 	}
+}
+
+// holdsWorkflowTask reads the latest history to tell whether the worker named
+// name holds the workflow task; with the daemon down it cannot report the
+// task anyway, so it counts as not holding it.
+func (k *killLoop) holdsWorkflowTask(name string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	hist, err := k.cl.History(ctx, k.workflowID)
+	if err != nil {
+		return false
+	}
+	_, _, holder := workflowTaskState(hist)
+	return holder == name
 }
 
 // RunFlaky starts FlakyDemo on c with plan.Workers workers, carries out the
@@ -143,22 +135,15 @@ func RunFlaky(ctx context.Context, c *Cluster, p FlakyPlan) (*Report, error) {
 	defer cancel()
 	start := time.Now()
 
-	events := p.WorkerKills + p.DaemonRestarts
+	n := p.Input.Activities
 	k := &killLoop{
-		c: c, logf: logf, plan: schedule(p.WorkerKills, p.DaemonRestarts),
-		// Spread the steps over the first deliveries: the workflow cannot
-		// finish before every activity delivered once, so all steps fire.
-		deliveryStep: max(1, p.Input.Activities/(events+1)),
-		historyStep:  2,
-		replace:      make(chan struct{}, 1),
+		c: c, workflowID: p.WorkflowID, logf: logf,
+		deliveryStep: max(1, n/(p.WorkerKills+1)),
+		firstHistory: n + 4,
+		historyStep:  max(1, 2*n/(p.DaemonRestarts+1)),
+		killsLeft:    p.WorkerKills, restLeft: p.DaemonRestarts,
+		replace: make(chan struct{}, 1),
 	}
-	c.SetAfterApply(k.afterApply)
-	defer func() {
-		k.mu.Lock()
-		k.finished = true
-		k.mu.Unlock()
-	}()
-
 	for range p.Workers {
 		w, err := c.StartWorker()
 		if err != nil {
@@ -171,6 +156,9 @@ func RunFlaky(ctx context.Context, c *Cluster, p FlakyPlan) (*Report, error) {
 		return nil, err
 	}
 	defer cl.Close()
+	k.cl = cl
+	c.SetAfterApply(k.afterApply)
+	defer c.SetAfterApply(nil)
 	if _, err := cl.Start(ctx, flaky.WorkflowName, p.Input, client.StartOptions{ID: p.WorkflowID}); err != nil {
 		return nil, err
 	}
@@ -230,19 +218,22 @@ func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) er
 		if err != nil {
 			continue // the daemon is restarting; the client reconnects
 		}
-		closed, busy, holder := workflowTaskState(hist)
+		closed, busy, _ := workflowTaskState(hist)
 		if closed {
 			return nil
 		}
 		k.mu.Lock()
-		k.history = int64(len(hist))
-		k.wtHolder = holder
-		if k.baseHistory < 0 {
-			k.baseHistory = k.history // first look after a restart
+		switch {
+		case !busy:
+			k.busySince = time.Time{}
+		case k.busySince.IsZero():
+			k.busySince = time.Now()
 		}
-		restart := k.due(restartDaemon) && k.history >= k.baseHistory+k.historyStep && !busy
+		restart := !k.finished && k.restLeft > 0 &&
+			len(hist) >= k.firstHistory+(k.restarts+1)*k.historyStep &&
+			(!busy || time.Since(k.busySince) > time.Second)
 		if restart {
-			k.next++ // kills may go on while the daemon is down
+			k.restLeft--
 		}
 		k.mu.Unlock()
 		if !restart {
@@ -255,8 +246,7 @@ func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) er
 		}
 		k.mu.Lock()
 		k.restarts++
-		k.baseDeliveries = k.c.Sink().Stats().Deliveries
-		k.baseHistory = -1
+		k.busySince = time.Time{}
 		k.mu.Unlock()
 		k.logf("durabled (pid %d) back after %s", k.c.DaemonPID(), time.Since(t0).Round(time.Millisecond))
 	}

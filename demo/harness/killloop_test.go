@@ -2,29 +2,11 @@ package harness
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/tinyllm/durable/demo/flaky"
 )
-
-func TestSchedule(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		kills, restarts int
-		want            []string
-	}{
-		{0, 0, []string{}},
-		{2, 0, []string{killWorker, killWorker}},
-		{0, 2, []string{restartDaemon, restartDaemon}},
-		{8, 2, []string{killWorker, killWorker, killWorker, restartDaemon, killWorker, killWorker, restartDaemon, killWorker, killWorker, killWorker}},
-	} {
-		if got := schedule(tc.kills, tc.restarts); !slices.Equal(got, tc.want) {
-			t.Errorf("schedule(%d, %d) = %v, want %v", tc.kills, tc.restarts, got, tc.want)
-		}
-	}
-}
 
 // TestFlakyActivityKillLoopExactlyOnce runs 20 flaky activities (fail rate
 // 0.5) while 8 workers are SIGKILLed right after their effect became durable

@@ -5,6 +5,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
@@ -63,15 +67,29 @@ func (c *Client) GetRun(id string) *Run { return &Run{ID: id, c: c} }
 // pointer, or nil to discard it). A failed workflow returns a
 // *WorkflowFailedError; errors.As on it also finds the *activity.Error with
 // the failure's type. Get returns ctx's error if ctx ends first.
+//
+// Get waits through daemon restarts: while the daemon is unavailable it
+// tries again with a growing pause (up to 5 s).
 func (r *Run) Get(ctx context.Context, result any) error {
+	pause := 100 * time.Millisecond
 	for {
 		resp, err := r.c.svc.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: r.ID, WaitForClose: true})
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("wait for workflow %q: %w", r.ID, ctx.Err())
 			}
+			if status.Code(err) == codes.Unavailable {
+				select {
+				case <-time.After(pause):
+					pause = min(2*pause, 5*time.Second)
+					continue
+				case <-ctx.Done():
+					return fmt.Errorf("wait for workflow %q: %w", r.ID, ctx.Err())
+				}
+			}
 			return fmt.Errorf("wait for workflow %q: %w", r.ID, err)
 		}
+		pause = 100 * time.Millisecond
 		wf := resp.GetWorkflow()
 		switch wf.GetStatus() {
 		case durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED:

@@ -200,10 +200,9 @@ func (a *attempt) report(result []byte, failure *durablev1.Failure) {
 	log := a.w.log.With("workflow_id", a.task.GetWorkflowId(), "activity_id", a.task.GetActivityId(),
 		"activity_type", a.task.GetActivityType(), "attempt", a.task.GetAttempt())
 	svc := a.w.c.Service()
-	var bo backoff
 	ctx, cancel := context.WithTimeout(context.Background(), 3*reportTimeout)
 	defer cancel()
-	for {
+	err := retryUnavailable(ctx, func(ctx context.Context) error {
 		var err error
 		if failure == nil {
 			_, err = svc.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{
@@ -212,20 +211,14 @@ func (a *attempt) report(result []byte, failure *durablev1.Failure) {
 			_, err = svc.FailActivityTask(ctx, &durablev1.FailActivityRequest{
 				TaskToken: a.task.GetTaskToken(), Identity: a.w.opts.Identity, Failure: failure})
 		}
-		switch status.Code(err) {
-		case codes.OK:
-			return
-		case codes.FailedPrecondition, codes.NotFound:
-			log.Info("activity lease lost; report dropped", "err", err)
-			return
-		case codes.Unavailable:
-			if ctx.Err() == nil {
-				bo.wait(ctx)
-				continue
-			}
-		}
+		return err
+	})
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.FailedPrecondition, codes.NotFound:
+		log.Info("activity lease lost; report dropped", "err", err)
+	default:
 		log.Warn("report activity", "err", err)
-		return
 	}
 }
 

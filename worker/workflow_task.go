@@ -4,6 +4,9 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/workflow"
 )
@@ -40,21 +43,42 @@ func (w *Worker) runWorkflowTask(t *durablev1.PollWorkflowTaskResponse) {
 		})
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	// A daemon that restarts mid-report keeps the lease it had on disk, so
+	// the report is retried through the restart rather than left to the
+	// task's timeout; a report that did land comes back FailedPrecondition.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*reportTimeout)
 	defer cancel()
-	var err error
 	if res.Failure != nil {
 		log.Warn("workflow task failed", "failure_type", res.Failure.GetType(), "message", res.Failure.GetMessage())
-		_, err = w.c.Service().FailWorkflowTask(ctx, &durablev1.FailWorkflowTaskRequest{
-			TaskToken: t.GetTaskToken(), Identity: w.opts.Identity, Failure: res.Failure,
-		})
-	} else {
-		_, err = w.c.Service().CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{
-			TaskToken: t.GetTaskToken(), Identity: w.opts.Identity, Commands: res.Commands,
-		})
 	}
+	err := retryUnavailable(ctx, func(ctx context.Context) error {
+		var err error
+		if res.Failure != nil {
+			_, err = w.c.Service().FailWorkflowTask(ctx, &durablev1.FailWorkflowTaskRequest{
+				TaskToken: t.GetTaskToken(), Identity: w.opts.Identity, Failure: res.Failure,
+			})
+		} else {
+			_, err = w.c.Service().CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{
+				TaskToken: t.GetTaskToken(), Identity: w.opts.Identity, Commands: res.Commands,
+			})
+		}
+		return err
+	})
 	if err != nil {
 		// The lease ends on its own; the daemon hands the task out again.
 		log.Warn("report workflow task", "err", err)
+	}
+}
+
+// retryUnavailable makes a report call, and makes it again after a backoff
+// while the daemon is unavailable (restarting), until it answers or ctx ends.
+func retryUnavailable(ctx context.Context, call func(context.Context) error) error {
+	var bo backoff
+	for {
+		err := call(ctx)
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			return err
+		}
+		bo.wait(ctx)
 	}
 }

@@ -9,9 +9,11 @@ const maxBatch = 256
 
 // request is one state transition waiting for the batcher.
 type request struct {
-	fn   func(tx Tx, c *change) error
-	err  error
-	done chan struct{}
+	fn func(tx Tx, c *change) error
+	// durable requests are answered only after the store synced them.
+	durable bool
+	err     error
+	done    chan struct{}
 }
 
 // errAbortBatch makes the store discard a batch in which one transition
@@ -21,9 +23,15 @@ var errAbortBatch = errors.New("abort batch")
 // update runs fn as a state transition: it is applied by the batcher, in one
 // store transaction with whatever other transitions are waiting, in the order
 // they arrived, each seeing the writes of those before it. It returns fn's
-// error, or the store's. It does not sync.
-func (e *Engine) update(fn func(tx Tx, c *change) error) error {
-	r := &request{fn: fn, done: make(chan struct{})}
+// error, or the store's. It does not wait for the disk.
+func (e *Engine) update(fn func(tx Tx, c *change) error) error { return e.submit(fn, false) }
+
+// commit is update that returns only once the transition is on disk: the
+// caller may acknowledge after it.
+func (e *Engine) commit(fn func(tx Tx, c *change) error) error { return e.submit(fn, true) }
+
+func (e *Engine) submit(fn func(tx Tx, c *change) error, durable bool) error {
+	r := &request{fn: fn, durable: durable, done: make(chan struct{})}
 	select {
 	case e.requests <- r:
 	case <-e.closeCh:
@@ -33,18 +41,14 @@ func (e *Engine) update(fn func(tx Tx, c *change) error) error {
 	return r.err
 }
 
-// commit is update followed by a Sync: the caller may acknowledge after it.
-func (e *Engine) commit(fn func(tx Tx, c *change) error) error {
-	if err := e.update(fn); err != nil {
-		return err
-	}
-	return e.store.Sync()
-}
-
 // batcher applies transitions. Taking every transition that is waiting into
 // one store transaction turns the store's per-commit cost (a write to its log
 // and a hand-off to its writer) into a per-batch cost, which is what lets one
-// serialized state machine keep up with many workers.
+// serialized state machine keep up with many workers. The batcher also runs
+// the sync, between batches: Badger's sync holds a lock its writer needs, so
+// a sync running beside the writes would stall every commit behind it, while
+// in turn the transitions that arrive during a sync make the next batch, and
+// the batches grow with the load.
 func (e *Engine) batcher() {
 	defer close(e.batcherDone)
 	for {
@@ -65,7 +69,28 @@ func (e *Engine) batcher() {
 			}
 		}
 		e.apply(batch)
-		for _, r := range batch {
+		e.answer(batch)
+	}
+}
+
+// answer wakes the callers of a batch: at once those that failed or need no
+// sync, after one shared sync the others.
+func (e *Engine) answer(batch []*request) {
+	durable := false
+	for _, r := range batch {
+		if r.durable && r.err == nil {
+			durable = true
+			continue
+		}
+		close(r.done)
+	}
+	if !durable {
+		return
+	}
+	err := e.store.Sync()
+	for _, r := range batch {
+		if r.durable && r.err == nil {
+			r.err = err
 			close(r.done)
 		}
 	}

@@ -1,0 +1,24 @@
+// Package engine holds every rule of durable as a state machine over a Store
+// and a Clock it is given; it knows nothing of gRPC or Badger.
+//
+// Where to read what:
+//
+//   - retry.go: the retry rule (Decide) and the lease deadline (LeaseDeadline),
+//     pure functions of the activity, the failure and the time.
+//   - activity.go: polls, completions, failures, heartbeats and redrives of
+//     activities; failAttempt is the one retry path, for reported failures
+//     and expired leases alike.
+//   - workflow.go: workflow starts, workflow tasks and their commands.
+//   - timers.go: what happens when a lease, a budget or a workflow timer runs
+//     out.
+//   - batch.go: how transitions reach the store: one goroutine applies them in
+//     batches, one store transaction per batch, then syncs.
+//   - index.go, poll.go: the in-memory queue and timer heaps and the long polls
+//     parked on them.
+//   - query.go, watch.go, latency.go: describe, lists, the Watch stream and the
+//     attempt latency histograms.
+//   - store.go: the Store interface and the index entries a record implies.
+//
+// Tests run the engine on a FakeClock over an in-memory store; nothing in a
+// test sleeps.
+package engine

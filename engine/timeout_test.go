@@ -192,3 +192,39 @@ func TestActivityIDIsNeverReused(t *testing.T) {
 		t.Fatalf("reusing a finished activity's id: %v, want InvalidError on commands[0].activity_id", err)
 	}
 }
+
+// TestFailedTransitionWritesNothing: a workflow task whose second command is
+// refused leaves no trace of its first: the transition is one transaction.
+func TestFailedTransitionWritesNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t, engine.Options{})
+	ctx := context.Background()
+	h.startWithActivity("wf", nil)
+	if _, err := h.e.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{TaskToken: h.pollActivity().GetTaskToken()}); err != nil {
+		t.Fatal(err)
+	}
+	wt := h.pollWorkflow()
+	before := len(h.history("wf"))
+	_, err := h.e.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Commands: []*durablev1.Command{
+		{Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: "2", ActivityType: "Charge"},
+		{Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: "1", ActivityType: "Charge"},
+	}})
+	if err == nil {
+		t.Fatal("a command reusing a finished activity's id was accepted")
+	}
+	if n := len(h.history("wf")); n != before {
+		t.Errorf("history grew from %d to %d events on a refused task", before, n)
+	}
+	if pa := h.describe("wf").GetPendingActivities(); len(pa) != 0 {
+		t.Errorf("the refused task left pending activities: %v", pa)
+	}
+	if task := h.pollActivity(); task != nil {
+		t.Errorf("the refused task's first command was delivered: %v", task.GetActivityId())
+	}
+	// The lease was not consumed: the same task completes once corrected.
+	if _, err := h.e.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Commands: []*durablev1.Command{
+		{Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: "2", ActivityType: "Charge"},
+	}}); err != nil {
+		t.Fatalf("the corrected task: %v", err)
+	}
+}

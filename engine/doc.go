@@ -5,9 +5,9 @@
 //
 //   - retry.go: the retry rule (Decide) and the lease deadline (LeaseDeadline),
 //     pure functions of the activity, the failure and the time.
-//   - activity.go: polls, completions, failures, heartbeats and redrives of
-//     activities; failAttempt is the one retry path, for reported failures
-//     and expired leases alike.
+//   - activity.go: polls, completions, failures and heartbeats of activities;
+//     failAttempt is the one retry path, for reported failures and expired
+//     leases alike. redrive.go: a dead letter back to attempt 1.
 //   - workflow.go: workflow starts, workflow tasks and their commands.
 //   - timers.go: what happens when a lease, a budget or a workflow timer runs
 //     out.

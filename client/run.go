@@ -75,8 +75,8 @@ func (r *Run) Get(ctx context.Context, result any) error {
 	for {
 		resp, err := r.c.svc.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: r.ID, WaitForClose: true})
 		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("wait for workflow %q: %w", r.ID, ctx.Err())
+			if cause := contextCause(ctx, err); cause != nil {
+				return fmt.Errorf("wait for workflow %q: %w", r.ID, cause)
 			}
 			if status.Code(err) == codes.Unavailable {
 				select {
@@ -133,4 +133,22 @@ func (e *WorkflowFailedError) Unwrap() error {
 func IsWorkflowFailed(err error) bool {
 	var wfe *WorkflowFailedError
 	return errors.As(err, &wfe)
+}
+
+// contextCause returns the context error behind a failed call: ctx's own, or
+// the one gRPC reported before ctx's timer fired (gRPC keeps its own copy of
+// the deadline), so callers can test for it with errors.Is.
+func contextCause(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	switch status.Code(err) {
+	case codes.DeadlineExceeded:
+		if _, ok := ctx.Deadline(); ok {
+			return context.DeadlineExceeded
+		}
+	case codes.Canceled:
+		return context.Canceled
+	}
+	return nil
 }

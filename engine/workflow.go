@@ -125,6 +125,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 				return false, next, nil
 			}
 			got := false
+			var startedID int64
 			err := e.update(func(tx Tx, c *change) error {
 				w, err := tx.GetWorkflow(taken[0].WorkflowID)
 				if errors.Is(err, ErrNotFound) {
@@ -146,14 +147,10 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 					return err
 				}
 				c.addTimer(WorkflowTimersOf(w)...)
-				history, err := tx.History(w.GetInfo().GetWorkflowId())
-				if err != nil {
-					return err
-				}
+				startedID = w.GetNextEventId() - 1
 				resp.TaskToken = encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()})
 				resp.WorkflowId = w.GetInfo().GetWorkflowId()
 				resp.WorkflowType = w.GetInfo().GetWorkflowType()
-				resp.History = history
 				resp.Attempt = w.GetWtAttempt()
 				got = true
 				return nil
@@ -163,7 +160,17 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 				return false, time.Time{}, err
 			}
 			if got {
-				return true, time.Time{}, nil
+				// The history is read outside the batcher, where reads run in
+				// parallel, and cut at this task's Started: events that land
+				// meanwhile belong to the next task.
+				return true, time.Time{}, e.store.View(func(tx Tx) error {
+					h, err := tx.History(resp.GetWorkflowId())
+					for len(h) > 0 && h[len(h)-1].GetEventId() > startedID {
+						h = h[:len(h)-1]
+					}
+					resp.History = h
+					return err
+				})
 			}
 		}
 	})

@@ -112,9 +112,6 @@ type change struct {
 	workflows  []*durablev1.WorkflowInfo
 	closed     []string
 	seqUsed    bool
-	// activityIDs caches the activity ids a workflow has used (see
-	// usedActivityIDs).
-	activityIDs map[string]bool
 }
 
 func (c *change) enqueue(q QueueEntry) { c.entries = append(c.entries, q) }

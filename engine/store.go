@@ -47,6 +47,10 @@ type Tx interface {
 	PutActivity(a *durablev1.ActivityRecord) error
 	// DeleteActivity removes the record and all its index entries.
 	DeleteActivity(workflowID, activityID string) error
+	// UseActivityID records that a workflow scheduled an activity id and
+	// reports whether it had done so before. Ids are never released: an
+	// activity id is half of an idempotency key.
+	UseActivityID(workflowID, activityID string) (used bool, err error)
 	// Activities returns every activity record of one workflow.
 	Activities(workflowID string) ([]*durablev1.ActivityRecord, error)
 	// ScanActivities calls fn for every activity record until fn returns false.

@@ -232,16 +232,15 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 	id := w.GetInfo().GetWorkflowId()
 	switch cmd.GetType() {
 	case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
-		used, err := c.usedActivityIDs(tx, id)
+		used, err := tx.UseActivityID(id, cmd.GetActivityId())
 		if err != nil {
 			return err
 		}
-		if used[cmd.GetActivityId()] {
+		if used {
 			// The id is the idempotency key's second half: a second
 			// activity under it would have its effects taken for the first's.
 			return invalid(fmt.Sprintf("commands[%d].activity_id", i), "activity %q was already scheduled by this workflow", cmd.GetActivityId())
 		}
-		used[cmd.GetActivityId()] = true
 		// The event records the options in force, defaults filled in, so
 		// the record is built first with the id the event is about to get.
 		a := e.newActivity(c, w, cmd, w.GetNextEventId(), now)
@@ -278,25 +277,6 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 		return invalid(fmt.Sprintf("commands[%d].type", i), "unknown command type %v", cmd.GetType())
 	}
 	return nil
-}
-
-// usedActivityIDs returns the ids of every activity the workflow has
-// scheduled, read from its history once per transaction.
-func (c *change) usedActivityIDs(tx Tx, workflowID string) (map[string]bool, error) {
-	if c.activityIDs != nil {
-		return c.activityIDs, nil
-	}
-	h, err := tx.History(workflowID)
-	if err != nil {
-		return nil, err
-	}
-	c.activityIDs = map[string]bool{}
-	for _, ev := range h {
-		if ev.GetType() == evActivityScheduled {
-			c.activityIDs[ev.GetActivityId()] = true
-		}
-	}
-	return c.activityIDs, nil
 }
 
 // closeWorkflow ends a workflow and drops what it left pending: activities

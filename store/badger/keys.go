@@ -30,6 +30,10 @@ const (
 	prefixActivity byte = 0x03
 	// prefixTimer: 0x04 | workflow_id:s16 | timer_id:rest → TimerRecord.
 	prefixTimer byte = 0x04
+	// prefixActivityID: 0x05 | workflow_id:s16 | activity_id:rest → empty.
+	// Every activity id a workflow has scheduled, kept after the activity
+	// ends: an id is half of an idempotency key and is never handed out twice.
+	prefixActivityID byte = 0x05
 
 	// prefixQueue: 0x10 | kind:u8 | queue:s16 | due:t64 | seq:i64 |
 	// workflow_id:s16 | activity_id:rest → empty.
@@ -122,6 +126,11 @@ func activityPrefix(workflowID string) []byte {
 
 func activityKey(workflowID, activityID string) []byte {
 	return append(activityPrefix(workflowID), activityID...)
+}
+
+func activityIDKey(workflowID, activityID string) []byte {
+	k := appendS16(newKey(prefixActivityID, 2+len(workflowID)+len(activityID)), workflowID)
+	return append(k, activityID...)
 }
 
 func timerKey(workflowID, timerID string) []byte {

@@ -224,6 +224,31 @@ func testCounter(h *harness) {
 	})
 }
 
+func testActivityIDsAreNeverReleased(h *harness) {
+	t := h.t
+	use := func(wf, id string) bool {
+		var used bool
+		h.update(func(tx engine.Tx) (err error) {
+			used, err = tx.UseActivityID(wf, id)
+			return err
+		})
+		return used
+	}
+	if use("wf", "1") {
+		t.Error("a fresh id reported as used")
+	}
+	if !use("wf", "1") {
+		t.Error("an id used in an earlier transaction reported as fresh")
+	}
+	if use("wf-2", "1") || use("wf", "10") {
+		t.Error("ids of another workflow, or a longer id, collide")
+	}
+	h.written()
+	if !use("wf", "1") {
+		t.Error("a used id was forgotten by a reopened store")
+	}
+}
+
 func testFailedUpdateWritesNothing(h *harness) {
 	t := h.t
 	boom := errors.New("boom")

@@ -31,6 +31,7 @@ func runStoreSuite(t *testing.T, open func(t *testing.T) engine.Store, reopen fu
 		{"ActivitiesOfOneWorkflow", testActivitiesOfOneWorkflow},
 		{"LatencyRecords", testLatencyRecords},
 		{"Counter", testCounter},
+		{"ActivityIDsAreNeverReleased", testActivityIDsAreNeverReleased},
 		{"FailedUpdateWritesNothing", testFailedUpdateWritesNothing},
 		{"UpdateReadsItsOwnWrites", testUpdateReadsItsOwnWrites},
 		{"ActivityTransitionsMoveIndexEntries", testActivityTransitionsMoveIndexEntries},

@@ -195,6 +195,23 @@ func (t *tx) DeleteActivity(workflowID, activityID string) error {
 	return t.replaceIndex(activityIndexKeys(old), nil)
 }
 
+func (t *tx) UseActivityID(workflowID, activityID string) (bool, error) {
+	if err := firstErr(checkPart("workflow_id", workflowID), checkPart("activity_id", activityID)); err != nil {
+		return false, err
+	}
+	key := activityIDKey(workflowID, activityID)
+	switch _, err := t.txn.Get(key); {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, badgerdb.ErrKeyNotFound):
+		return false, fmt.Errorf("activity id %s/%s: %w", workflowID, activityID, err)
+	}
+	if err := t.txn.Set(key, nil); err != nil {
+		return false, fmt.Errorf("record activity id %s/%s: %w", workflowID, activityID, err)
+	}
+	return false, nil
+}
+
 func (t *tx) Activities(workflowID string) ([]*durablev1.ActivityRecord, error) {
 	if err := checkPart("workflow_id", workflowID); err != nil {
 		return nil, err

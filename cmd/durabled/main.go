@@ -27,14 +27,15 @@ import (
 
 // config is everything the flags decide.
 type config struct {
-	listen           string
-	data             string
-	dlqAfterAttempts int
-	seed             int64
-	maxPayload       int
-	noSync           bool
-	logLevel         slog.Level
-	shutdownTimeout  time.Duration
+	listen              string
+	data                string
+	dlqAfterAttempts    int
+	seed                int64
+	maxPayload          int
+	noSync              bool
+	logLevel            slog.Level
+	shutdownTimeout     time.Duration
+	workflowTaskTimeout time.Duration
 }
 
 // Exit codes scripts can rely on.
@@ -111,6 +112,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		"relaxed durability, a trade of safety for speed: acknowledge without fsync, so an acknowledged change survives a crash of durabled but may be lost if the machine crashes or loses power")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo,
 		"least severe log `level` written to stderr: debug, info, warn or error")
+	fs.DurationVar(&cfg.workflowTaskTimeout, "workflow-task-timeout", 10*time.Second,
+		"how long a worker may hold a workflow task before it is handed to another; a worker that dies holding one stalls its workflow this long")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second,
 		"on SIGTERM, how long running calls may take to finish before they are cut off")
 	fs.Usage = func() {
@@ -137,6 +140,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("--dlq-after-attempts must be in [1, 10000], got %d", cfg.dlqAfterAttempts)
 	case cfg.maxPayload < 1 || cfg.maxPayload > 512<<20:
 		return config{}, fmt.Errorf("--max-payload must be in [1, %d] bytes, got %d", 512<<20, cfg.maxPayload)
+	case cfg.workflowTaskTimeout < 100*time.Millisecond || cfg.workflowTaskTimeout > 24*time.Hour:
+		return config{}, fmt.Errorf("--workflow-task-timeout must be in [100ms, 24h], got %s", cfg.workflowTaskTimeout)
 	case cfg.shutdownTimeout <= 0:
 		return config{}, fmt.Errorf("--shutdown-timeout must be > 0, got %s", cfg.shutdownTimeout)
 	}

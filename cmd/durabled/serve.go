@@ -45,9 +45,10 @@ func serve(cfg config, logger *slog.Logger) (err error) {
 		}
 	}()
 	eng, err := engine.New(store, engine.Options{
-		Seed:             cfg.seed,
-		DLQAfterAttempts: cfg.dlqAfterAttempts,
-		Logger:           logger.With("component", "engine"),
+		Seed:                cfg.seed,
+		DLQAfterAttempts:    cfg.dlqAfterAttempts,
+		WorkflowTaskTimeout: cfg.workflowTaskTimeout,
+		Logger:              logger.With("component", "engine"),
 	})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)

@@ -129,7 +129,10 @@ func (c *Cluster) StartDaemon(ctx context.Context) error {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	argv := append([]string{c.opts.Durabled, "--listen", listen, "--data", filepath.Join(c.opts.Dir, "data")}, c.opts.DaemonArgs...)
+	// Workers die here on purpose; a workflow task held by a killed worker
+	// should come back in 2 s, not the default 10.
+	argv := append([]string{c.opts.Durabled, "--listen", listen, "--data", filepath.Join(c.opts.Dir, "data"),
+		"--workflow-task-timeout", "2s"}, c.opts.DaemonArgs...)
 	p, err := startProc("durabled", filepath.Join(c.opts.Dir, "logs", "durabled.log"), argv)
 	if err != nil {
 		c.mu.Unlock()

@@ -44,8 +44,8 @@ type FlakyPlan struct {
 //     workflow task, once the sink counted (i+1)*deliveryStep deliveries;
 //     FlakyDemo cannot close before N deliveries.
 //   - restart j fires once history holds firstHistory + (j+1)*historyStep
-//     events and no workflow task is outstanding (or one has been for a
-//     second: it is stuck on its lease anyway); history ends past N+4+2N.
+//     events, whatever the workers are doing (their reports ride out the
+//     restart); history ends past N+4+2N.
 type killLoop struct {
 	c            *Cluster
 	cl           *client.Client
@@ -61,7 +61,6 @@ type killLoop struct {
 	restLeft  int
 	kills     int
 	restarts  int
-	busySince time.Time // when the outstanding workflow task was first seen
 	finished  bool
 }
 
@@ -105,7 +104,7 @@ func (k *killLoop) holdsWorkflowTask(name string) bool {
 	if err != nil {
 		return false
 	}
-	_, _, holder := workflowTaskState(hist)
+	_, holder := workflowTaskState(hist)
 	return holder == name
 }
 
@@ -218,20 +217,13 @@ func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) er
 		if err != nil {
 			continue // the daemon is restarting; the client reconnects
 		}
-		closed, busy, _ := workflowTaskState(hist)
+		closed, _ := workflowTaskState(hist)
 		if closed {
 			return nil
 		}
 		k.mu.Lock()
-		switch {
-		case !busy:
-			k.busySince = time.Time{}
-		case k.busySince.IsZero():
-			k.busySince = time.Now()
-		}
 		restart := !k.finished && k.restLeft > 0 &&
-			len(hist) >= k.firstHistory+(k.restarts+1)*k.historyStep &&
-			(!busy || time.Since(k.busySince) > time.Second)
+			len(hist) >= k.firstHistory+(k.restarts+1)*k.historyStep
 		if restart {
 			k.restLeft--
 		}
@@ -246,34 +238,29 @@ func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) er
 		}
 		k.mu.Lock()
 		k.restarts++
-		k.busySince = time.Time{}
 		k.mu.Unlock()
 		k.logf("durabled (pid %d) back after %s", k.c.DaemonPID(), time.Since(t0).Round(time.Millisecond))
 	}
 }
 
-// workflowTaskState reads from history whether the workflow closed, whether
-// a workflow task is outstanding (scheduled or handed out) and which worker
-// holds it, if one is handed out.
+// workflowTaskState reads from history whether the workflow closed and which
+// worker holds its workflow task, if one is handed out.
 //
-// The kill loop leaves workflow tasks alone where it can: a worker killed
-// while holding one, or a daemon killed while one is being reported (the
-// worker does not retry that report), leaves the task to its lease timeout,
-// 10 s of nothing that proves nothing about effects.
-func workflowTaskState(hist []*durablev1.HistoryEvent) (closed, busy bool, holder string) {
+// The kill loop spares the worker holding the workflow task: a worker killed
+// while holding one leaves the task to its lease timeout, 10 s of nothing that
+// proves nothing about effects.
+func workflowTaskState(hist []*durablev1.HistoryEvent) (closed bool, holder string) {
 	for _, e := range hist {
 		switch e.GetType() {
-		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
-			busy = true
 		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED:
-			busy, holder = true, e.GetIdentity()
+			holder = e.GetIdentity()
 		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_COMPLETED, durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_FAILED:
-			busy, holder = false, ""
+			holder = ""
 		case durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
 			closed = true
 		}
 	}
-	return closed, busy, holder
+	return closed, holder
 }
 
 // retryUnavailable calls fn until it succeeds or ctx ends, riding out a

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
+	"time"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/proto"
@@ -15,6 +17,23 @@ var ErrWatchLagged = errors.New("watch fell behind; resubscribe for a fresh snap
 
 // watchBuffer is how many change events a watcher may have unread.
 const watchBuffer = 4096
+
+// A watch snapshot carries closed workflows only from the last
+// watchClosedWindow, and at most watchClosedMax of them, the newest: a
+// console wants what just happened, and years of finished workflows would
+// make every connect slower.
+const (
+	watchClosedWindow = 24 * time.Hour
+	watchClosedMax    = 1000
+)
+
+// recentlyClosed keeps the watchClosedMax most recently closed workflows.
+func recentlyClosed(closed []*durablev1.WorkflowInfo) []*durablev1.WorkflowInfo {
+	slices.SortFunc(closed, func(a, b *durablev1.WorkflowInfo) int {
+		return b.GetCloseTime().AsTime().Compare(a.GetCloseTime().AsTime())
+	})
+	return closed[:min(len(closed), watchClosedMax)]
+}
 
 // snapshotChunk bounds the items of one SNAPSHOT event.
 const snapshotChunk = 500
@@ -91,13 +110,15 @@ func (e *Engine) publishLocked(c *change) {
 }
 
 // Watch sends a snapshot of every pending activity (dead letters included)
-// and every running workflow plus recently closed ones, then each change, until
+// and every running workflow plus the most recently closed ones (at most
+// watchClosedMax, closed within watchClosedWindow), then each change, until
 // ctx ends, send fails, the engine closes or the reader falls behind
 // (ErrWatchLagged).
 func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send func(*durablev1.WatchEvent) error) error {
 	w := &watcher{ch: make(chan *durablev1.WatchEvent, watchBuffer), done: make(chan struct{})}
 	var acts []*durablev1.PendingActivity
 	var wfs []*durablev1.WorkflowInfo
+	since := e.now().Add(-watchClosedWindow)
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -110,7 +131,17 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 		}); err != nil {
 			return err
 		}
-		return eachWorkflow(tx, func(r *durablev1.WorkflowRecord) { wfs = append(wfs, r.GetInfo()) })
+		var closed []*durablev1.WorkflowInfo
+		err := eachWorkflow(tx, func(r *durablev1.WorkflowRecord) {
+			switch in := r.GetInfo(); {
+			case in.GetStatus() == statusRunning:
+				wfs = append(wfs, in)
+			case in.GetCloseTime().AsTime().After(since):
+				closed = append(closed, in)
+			}
+		})
+		wfs = append(wfs, recentlyClosed(closed)...)
+		return err
 	})
 	if err == nil {
 		e.watchers[w] = struct{}{}

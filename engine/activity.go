@@ -238,6 +238,7 @@ func (e *Engine) deadLetter(tx Tx, c *change, w *durablev1.WorkflowRecord, a *du
 	in.NextAttemptTime = nil
 	in.LeaseDeadline = nil
 	w.Info.DeadLetters++
+	c.dropTimers(in.GetWorkflowId(), in.GetActivityId())
 	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
 		Type: evActivityDeadLettered, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(),
 		Attempt: in.GetAttempt(), Failure: f, ScheduledEventId: a.GetScheduledEventId(),
@@ -297,12 +298,17 @@ func (e *Engine) RecordHeartbeat(ctx context.Context, req *durablev1.HeartbeatRe
 		in := a.GetInfo()
 		in.LastHeartbeatTime = ts(now)
 		in.HeartbeatDetails = req.GetDetails()
+		before := in.GetLeaseDeadline().AsTime()
 		deadline, _ := LeaseDeadline(in)
 		in.LeaseDeadline = ts(deadline)
 		if err := tx.PutActivity(a); err != nil {
 			return err
 		}
-		c.addTimer(Timer{Due: deadline, Kind: ActivityLeaseTimer, WorkflowID: in.GetWorkflowId(), ID: in.GetActivityId()})
+		if !deadline.Equal(before) {
+			// Without a heartbeat timeout the deadline stays; a timer per
+			// heartbeat would only pile up until it.
+			c.addTimer(Timer{Due: deadline, Kind: ActivityLeaseTimer, WorkflowID: in.GetWorkflowId(), ID: in.GetActivityId()})
+		}
 		c.upsert(in)
 		resp.Deadline = in.GetLeaseDeadline()
 		return nil

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -36,7 +35,7 @@ type Engine struct {
 	batcherDone chan struct{}
 	waiters     map[queueKey][]*waiter
 	queues      map[queueKey]*entryHeap // pending tasks by queue, see index.go
-	timers      timerHeap               // every timer, earliest first
+	timers      timerSet                // every live timer, earliest first
 	timerWake   chan struct{}
 	watchers    map[*watcher]struct{}
 	closeSubs   map[string][]chan struct{} // workflow id → waiters for its close
@@ -104,8 +103,9 @@ func (e *Engine) Close() error {
 // change collects what a transaction did that the world outside the store
 // must hear about once it commits.
 type change struct {
-	entries    []QueueEntry // new queue entries
-	timers     []Timer      // new timers
+	entries    []QueueEntry             // new queue entries
+	timers     []Timer                  // new or moved timers
+	gone       []*durablev1.ActivityRef // activities whose timers go (see dropTimers)
 	now        time.Time
 	activities []*durablev1.PendingActivity
 	removed    []*durablev1.ActivityRef
@@ -116,6 +116,12 @@ type change struct {
 
 func (c *change) enqueue(q QueueEntry) { c.entries = append(c.entries, q) }
 func (c *change) addTimer(ts ...Timer) { c.timers = append(c.timers, ts...) }
+
+// dropTimers notes an activity whose timers no longer apply (it is
+// dead-lettered); those of activities that are removed go as well.
+func (c *change) dropTimers(workflowID, activityID string) {
+	c.gone = append(c.gone, &durablev1.ActivityRef{WorkflowId: workflowID, ActivityId: activityID})
+}
 
 func (e *Engine) afterCommitLocked(c *change) {
 	var ready map[queueKey]int
@@ -134,12 +140,17 @@ func (e *Engine) afterCommitLocked(c *change) {
 	for k, n := range ready {
 		e.wakeLocked(k, n)
 	}
-	if len(c.timers) > 0 {
+	if len(c.timers) > 0 || len(c.gone) > 0 || len(c.removed) > 0 {
 		before := e.nextTimerLocked()
 		for _, t := range c.timers {
-			heap.Push(&e.timers, t)
+			e.timers.set(t)
 		}
-		if next := e.nextTimerLocked(); before.IsZero() || next.Before(before) {
+		// After the sets: an activity scheduled and dropped in one
+		// transition (its workflow closed) keeps no timer.
+		for _, r := range append(c.gone, c.removed...) {
+			e.timers.removeActivity(r.GetWorkflowId(), r.GetActivityId())
+		}
+		if next := e.nextTimerLocked(); !next.IsZero() && (before.IsZero() || next.Before(before)) {
 			select {
 			case e.timerWake <- struct{}{}:
 			default:

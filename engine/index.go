@@ -8,7 +8,7 @@ import (
 )
 
 // The engine keeps the queue and timer indexes of the store in memory as
-// min-heaps, rebuilt from the records at start. The store's index keys stay
+// min-heaps (the timers in a timerSet), rebuilt from the records at start. The store's index keys stay
 // the durable truth; the heaps only spare every poll and every tick a seek
 // through an LSM range full of deleted entries, whose cost grows with the
 // traffic. An entry is checked against its record when it is used, so a heap
@@ -32,19 +32,6 @@ func (h *entryHeap) Pop() any {
 	return x
 }
 
-type timerHeap []Timer
-
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].Due.Before(h[j].Due) }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(Timer)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
 func (e *Engine) pushEntryLocked(q QueueEntry) {
 	k := queueKey{q.Kind, q.Queue}
 	h := e.queues[k]
@@ -56,12 +43,7 @@ func (e *Engine) pushEntryLocked(q QueueEntry) {
 }
 
 // nextTimerLocked is the due time of the earliest timer, zero when none.
-func (e *Engine) nextTimerLocked() time.Time {
-	if len(e.timers) == 0 {
-		return time.Time{}
-	}
-	return e.timers[0].Due
-}
+func (e *Engine) nextTimerLocked() time.Time { return e.timers.next() }
 
 // rebuildIndex loads every queue entry and timer the records imply.
 func (e *Engine) rebuildIndex(tx Tx) error {
@@ -69,7 +51,9 @@ func (e *Engine) rebuildIndex(tx Tx) error {
 		if q, ok := QueueEntryOf(a); ok {
 			e.pushEntryLocked(q)
 		}
-		e.timers = append(e.timers, TimersOf(a)...)
+		for _, t := range TimersOf(a) {
+			e.timers.set(t)
+		}
 		return true
 	})
 	if err != nil {
@@ -79,7 +63,9 @@ func (e *Engine) rebuildIndex(tx Tx) error {
 		if q, ok := WorkflowQueueEntryOf(w); ok {
 			e.pushEntryLocked(q)
 		}
-		e.timers = append(e.timers, WorkflowTimersOf(w)...)
+		for _, t := range WorkflowTimersOf(w) {
+			e.timers.set(t)
+		}
 	})
 	if err != nil {
 		return err
@@ -92,10 +78,9 @@ func (e *Engine) rebuildIndex(tx Tx) error {
 	}
 	for _, t := range all {
 		if t.Kind == UserTimer {
-			e.timers = append(e.timers, t)
+			e.timers.set(t)
 		}
 	}
-	heap.Init(&e.timers)
 	return nil
 }
 

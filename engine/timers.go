@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"errors"
 	"time"
 
@@ -45,10 +44,7 @@ func (e *Engine) fireDue() error {
 	for {
 		e.mu.Lock()
 		now := e.now()
-		var batch []Timer
-		for len(e.timers) > 0 && !e.timers[0].Due.After(now) && len(batch) < timerBatch {
-			batch = append(batch, heap.Pop(&e.timers).(Timer))
-		}
+		batch := e.timers.popDue(now, timerBatch)
 		e.mu.Unlock()
 		if len(batch) == 0 {
 			return nil
@@ -64,7 +60,7 @@ func (e *Engine) fireDue() error {
 		if err != nil {
 			e.mu.Lock()
 			for _, t := range batch {
-				heap.Push(&e.timers, t)
+				e.timers.restore(t)
 			}
 			e.mu.Unlock()
 			return err

@@ -31,7 +31,7 @@ func (c *Client) Watch(ctx context.Context) (<-chan *durablev1.WatchEvent, <-cha
 func (c *Client) watch(ctx context.Context, events chan<- *durablev1.WatchEvent) error {
 	stream, err := c.svc.Watch(ctx, &durablev1.WatchRequest{})
 	if err != nil {
-		if ctx.Err() != nil {
+		if contextCause(ctx, err) != nil {
 			return nil
 		}
 		return fmt.Errorf("watch: %w", err)
@@ -39,7 +39,7 @@ func (c *Client) watch(ctx context.Context, events chan<- *durablev1.WatchEvent)
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
-			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			if errors.Is(err, io.EOF) || contextCause(ctx, err) != nil {
 				return nil
 			}
 			return fmt.Errorf("watch: %w", err)

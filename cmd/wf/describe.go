@@ -34,13 +34,11 @@ func (c *cli) describe(args []string) int {
 	if len(pos) != 1 {
 		return c.usageError("describe", "want exactly one WORKFLOW_ID")
 	}
-	ctx, cancel := c.context(false)
-	defer cancel()
-	cl, code := c.dial(ctx)
+	ctx, cl, done, code := c.connect(false)
 	if code >= 0 {
 		return code
 	}
-	defer cl.Close()
+	defer done()
 	resp, err := cl.Describe(ctx, pos[0])
 	if err != nil {
 		return c.fail(err)

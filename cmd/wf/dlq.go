@@ -67,13 +67,11 @@ func (c *cli) dlqList(args []string) int {
 	if len(pos) != 0 {
 		return c.usageError("dlq list", fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
-	ctx, cancel := c.context(false)
-	defer cancel()
-	cl, code := c.dial(ctx)
+	ctx, cl, done, code := c.connect(false)
 	if code >= 0 {
 		return code
 	}
-	defer cl.Close()
+	defer done()
 	letters, err := cl.ListDeadLetters(ctx, *filter)
 	if err != nil {
 		return c.fail(err)
@@ -133,13 +131,11 @@ func (c *cli) dlqRedrive(args []string) int {
 	case *rate <= 0:
 		return c.usageError("dlq redrive", "--rate must be positive")
 	}
-	ctx, cancel := c.context(*all)
-	defer cancel()
-	cl, code := c.dial(ctx)
+	ctx, cl, done, code := c.connect(*all)
 	if code >= 0 {
 		return code
 	}
-	defer cl.Close()
+	defer done()
 
 	if !*all {
 		a, err := cl.Redrive(ctx, pos[0], pos[1])

@@ -43,13 +43,11 @@ func (c *cli) list(args []string) int {
 	if !ok {
 		return c.usageError("list", fmt.Sprintf("--status %q: want running, completed or failed", *statusName))
 	}
-	ctx, cancel := c.context(false)
-	defer cancel()
-	cl, code := c.dial(ctx)
+	ctx, cl, done, code := c.connect(false)
 	if code >= 0 {
 		return code
 	}
-	defer cl.Close()
+	defer done()
 	wfs, err := cl.ListWorkflows(ctx, st)
 	if err != nil {
 		return c.fail(err)

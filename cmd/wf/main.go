@@ -224,6 +224,19 @@ func (c *cli) context(unbounded bool) (context.Context, context.CancelFunc) {
 	}
 }
 
+// connect is the start of every command that talks to the daemon: the
+// command's context (see context) and a client. On success the caller defers
+// done; otherwise code is the exit code to return.
+func (c *cli) connect(unbounded bool) (ctx context.Context, cl *client.Client, done func(), code int) {
+	ctx, cancel := c.context(unbounded)
+	cl, code = c.dial(ctx)
+	if code >= 0 {
+		cancel()
+		return nil, nil, nil, code
+	}
+	return ctx, cl, func() { cl.Close(); cancel() }, -1
+}
+
 // dial connects to the daemon; on failure it reports and returns the exit code.
 func (c *cli) dial(ctx context.Context) (*client.Client, int) {
 	dctx := ctx

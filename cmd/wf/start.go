@@ -67,13 +67,11 @@ func (c *cli) start(args []string) int {
 		return c.usageError("start", err.Error())
 	}
 
-	ctx, cancel := c.context(*wait)
-	defer cancel()
-	cl, code := c.dial(ctx)
+	ctx, cl, done, code := c.connect(*wait)
 	if code >= 0 {
 		return code
 	}
-	defer cl.Close()
+	defer done()
 
 	var in any
 	if payload != nil {

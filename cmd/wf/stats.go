@@ -89,13 +89,11 @@ func (c *cli) stats(args []string) int {
 		p.maxAttempts = 5
 	}
 
-	ctx, cancel := c.context(false)
-	defer cancel()
-	cl, code := c.dial(ctx)
+	ctx, cl, done, code := c.connect(false)
 	if code >= 0 {
 		return code
 	}
-	defer cl.Close()
+	defer done()
 	all, err := cl.Stats(ctx)
 	if err != nil {
 		return c.fail(err)

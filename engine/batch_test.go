@@ -20,9 +20,7 @@ func TestConcurrentTransitionsFailAlone(t *testing.T) {
 	h := setup(t, engine.Options{})
 	ctx := context.Background()
 	const n = 64
-	if _, err := h.e.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: "wf", WorkflowType: "Fan", TaskQueue: "q"}); err != nil {
-		t.Fatal(err)
-	}
+	h.start("wf", "Fan")
 	var cmds []*durablev1.Command
 	for i := range n {
 		cmds = append(cmds, &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: strconv.Itoa(i), ActivityType: "Work"})

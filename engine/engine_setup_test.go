@@ -55,9 +55,7 @@ func now() context.Context {
 func (h *harness) startWithActivity(wf string, opts *durablev1.ActivityOptions) {
 	h.t.Helper()
 	ctx := context.Background()
-	if _, err := h.e.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: wf, WorkflowType: "Flaky", TaskQueue: "q"}); err != nil {
-		h.t.Fatal(err)
-	}
+	h.start(wf, "Flaky")
 	wt := h.pollWorkflow()
 	if wt == nil {
 		h.t.Fatal("no workflow task after start")
@@ -66,6 +64,14 @@ func (h *harness) startWithActivity(wf string, opts *durablev1.ActivityOptions) 
 		Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: "1", ActivityType: "Charge", ActivityOptions: opts,
 	}}})
 	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// start starts a workflow of type typ on queue "q".
+func (h *harness) start(wf, typ string) {
+	h.t.Helper()
+	if _, err := h.e.StartWorkflow(context.Background(), &durablev1.StartWorkflowRequest{WorkflowId: wf, WorkflowType: typ, TaskQueue: "q"}); err != nil {
 		h.t.Fatal(err)
 	}
 }

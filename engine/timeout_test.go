@@ -75,9 +75,7 @@ func TestWorkflowTimerFires(t *testing.T) {
 	t.Parallel()
 	h := setup(t, engine.Options{})
 	ctx := context.Background()
-	if _, err := h.e.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: "wf", WorkflowType: "Sleepy", TaskQueue: "q"}); err != nil {
-		t.Fatal(err)
-	}
+	h.start("wf", "Sleepy")
 	wt := h.pollWorkflow()
 	if _, err := h.e.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Commands: []*durablev1.Command{{
 		Type: durablev1.CommandType_COMMAND_TYPE_START_TIMER, TimerId: "t1", TimerDuration: dur(time.Hour),
@@ -112,9 +110,7 @@ func TestWorkflowTimerFires(t *testing.T) {
 func TestWorkflowTaskLeaseExpires(t *testing.T) {
 	t.Parallel()
 	h := setup(t, engine.Options{WorkflowTaskTimeout: 10 * time.Second})
-	if _, err := h.e.StartWorkflow(context.Background(), &durablev1.StartWorkflowRequest{WorkflowId: "wf", WorkflowType: "X", TaskQueue: "q"}); err != nil {
-		t.Fatal(err)
-	}
+	h.start("wf", "X")
 	old := h.pollWorkflow()
 	h.clock.Advance(10 * time.Second)
 	h.clock.Advance(time.Second) // the default backoff of a failed workflow task
@@ -134,9 +130,7 @@ func TestCompletionWhileWorkflowTaskRunsSchedulesAnother(t *testing.T) {
 	t.Parallel()
 	h := setup(t, engine.Options{})
 	ctx := context.Background()
-	if _, err := h.e.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: "wf", WorkflowType: "X", TaskQueue: "q"}); err != nil {
-		t.Fatal(err)
-	}
+	h.start("wf", "X")
 	wt := h.pollWorkflow()
 	var cmds []*durablev1.Command
 	for _, id := range []string{"1", "2"} {

@@ -19,9 +19,7 @@ func TestWatchSnapshotThenChanges(t *testing.T) {
 	defer cancel()
 
 	// An old closed workflow, then two days pass.
-	if _, err := h.e.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: "old", WorkflowType: "X", TaskQueue: "q"}); err != nil {
-		t.Fatal(err)
-	}
+	h.start("old", "X")
 	if _, err := h.e.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: h.pollWorkflow().GetTaskToken(), Commands: []*durablev1.Command{
 		{Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW},
 	}}); err != nil {

@@ -662,8 +662,12 @@ type HistoryEvent struct {
 	// Activity result, failure and dead-letter events: the id of the
 	// ActivityTaskScheduled event they belong to.
 	ScheduledEventId int64 `protobuf:"varint,16,opt,name=scheduled_event_id,json=scheduledEventId,proto3" json:"scheduled_event_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// ActivityRedriven: the authenticated principal who redrove it ("local"
+	// when durabled runs without --auth) and the reason they gave.
+	Principal     string `protobuf:"bytes,17,opt,name=principal,proto3" json:"principal,omitempty"`
+	Reason        string `protobuf:"bytes,18,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryEvent) Reset() {
@@ -806,6 +810,20 @@ func (x *HistoryEvent) GetScheduledEventId() int64 {
 		return x.ScheduledEventId
 	}
 	return 0
+}
+
+func (x *HistoryEvent) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *HistoryEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // WorkflowInfo summarises one workflow execution.
@@ -1238,7 +1256,10 @@ func (x *PendingActivity) GetRedrives() int32 {
 	return 0
 }
 
-// TaskToken identifies one lease; workers treat it as opaque bytes.
+// TaskToken identifies one lease. It is the body of the task token a worker
+// receives: on the wire the daemon seals it with a MAC under its own key and
+// binds it to the principal that leased it, so workers treat the token as
+// opaque bytes and cannot make or alter one.
 type TaskToken struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	WorkflowId string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
@@ -2710,9 +2731,11 @@ func (x *ListDeadLettersResponse) GetNextPageToken() []byte {
 }
 
 type RedriveDeadLetterRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkflowId    string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
-	ActivityId    string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	WorkflowId string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	ActivityId string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// Why, for the audit log and the ActivityRedriven event; may be empty.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2761,6 +2784,13 @@ func (x *RedriveDeadLetterRequest) GetActivityId() string {
 	return ""
 }
 
+func (x *RedriveDeadLetterRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type RedriveDeadLetterResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Activity      *PendingActivity       `protobuf:"bytes,1,opt,name=activity,proto3" json:"activity,omitempty"`
@@ -2805,6 +2835,224 @@ func (x *RedriveDeadLetterResponse) GetActivity() *PendingActivity {
 	return nil
 }
 
+// DeadLetterFilter selects dead letters; an empty field matches anything.
+type DeadLetterFilter struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	WorkflowId   string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	ActivityType string                 `protobuf:"bytes,2,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
+	// The type of the failure that dead-lettered the activity, matched exactly.
+	FailureType   string `protobuf:"bytes,3,opt,name=failure_type,json=failureType,proto3" json:"failure_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterFilter) Reset() {
+	*x = DeadLetterFilter{}
+	mi := &file_durable_v1_durable_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterFilter) ProtoMessage() {}
+
+func (x *DeadLetterFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterFilter.ProtoReflect.Descriptor instead.
+func (*DeadLetterFilter) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DeadLetterFilter) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *DeadLetterFilter) GetActivityType() string {
+	if x != nil {
+		return x.ActivityType
+	}
+	return ""
+}
+
+func (x *DeadLetterFilter) GetFailureType() string {
+	if x != nil {
+		return x.FailureType
+	}
+	return ""
+}
+
+type RedriveDeadLettersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The letters matching this filter when the call starts (an empty filter
+	// matches every letter). Not together with activities.
+	Filter *DeadLetterFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Exactly these letters, instead of a filter.
+	Activities []*ActivityRef `protobuf:"bytes,2,rep,name=activities,proto3" json:"activities,omitempty"`
+	// Letters released per second; 0 means 50.
+	Rate float64 `protobuf:"fixed64,3,opt,name=rate,proto3" json:"rate,omitempty"`
+	// Why, for the audit log and each ActivityRedriven event; may be empty.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveDeadLettersRequest) Reset() {
+	*x = RedriveDeadLettersRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveDeadLettersRequest) ProtoMessage() {}
+
+func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RedriveDeadLettersRequest) GetFilter() *DeadLetterFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *RedriveDeadLettersRequest) GetActivities() []*ActivityRef {
+	if x != nil {
+		return x.Activities
+	}
+	return nil
+}
+
+func (x *RedriveDeadLettersRequest) GetRate() float64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *RedriveDeadLettersRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type RedriveDeadLettersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many letters the filter or the list selected.
+	Matched int64 `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
+	// The letters put back, in the order they were released; the first
+	// 10,000 of them (count says how many in all).
+	Redriven []*ActivityRef `protobuf:"bytes,2,rep,name=redriven,proto3" json:"redriven,omitempty"`
+	// Selected letters that were no longer dead-lettered when their turn came
+	// (redriven by someone else, or their workflow closed).
+	Skipped int64 `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The audit record of this call.
+	AuditId int64 `protobuf:"varint,4,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	// How many letters were put back.
+	Count         int64 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveDeadLettersResponse) Reset() {
+	*x = RedriveDeadLettersResponse{}
+	mi := &file_durable_v1_durable_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveDeadLettersResponse) ProtoMessage() {}
+
+func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RedriveDeadLettersResponse) GetMatched() int64 {
+	if x != nil {
+		return x.Matched
+	}
+	return 0
+}
+
+func (x *RedriveDeadLettersResponse) GetRedriven() []*ActivityRef {
+	if x != nil {
+		return x.Redriven
+	}
+	return nil
+}
+
+func (x *RedriveDeadLettersResponse) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *RedriveDeadLettersResponse) GetAuditId() int64 {
+	if x != nil {
+		return x.AuditId
+	}
+	return 0
+}
+
+func (x *RedriveDeadLettersResponse) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type ListActivityStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2813,7 +3061,7 @@ type ListActivityStatsRequest struct {
 
 func (x *ListActivityStatsRequest) Reset() {
 	*x = ListActivityStatsRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[33]
+	mi := &file_durable_v1_durable_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +3073,7 @@ func (x *ListActivityStatsRequest) String() string {
 func (*ListActivityStatsRequest) ProtoMessage() {}
 
 func (x *ListActivityStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[33]
+	mi := &file_durable_v1_durable_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +3086,7 @@ func (x *ListActivityStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListActivityStatsRequest.ProtoReflect.Descriptor instead.
 func (*ListActivityStatsRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{33}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{36}
 }
 
 // ActivityTypeStats are the attempt durations of one activity type.
@@ -2857,7 +3105,7 @@ type ActivityTypeStats struct {
 
 func (x *ActivityTypeStats) Reset() {
 	*x = ActivityTypeStats{}
-	mi := &file_durable_v1_durable_proto_msgTypes[34]
+	mi := &file_durable_v1_durable_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +3117,7 @@ func (x *ActivityTypeStats) String() string {
 func (*ActivityTypeStats) ProtoMessage() {}
 
 func (x *ActivityTypeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[34]
+	mi := &file_durable_v1_durable_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +3130,7 @@ func (x *ActivityTypeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityTypeStats.ProtoReflect.Descriptor instead.
 func (*ActivityTypeStats) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{34}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ActivityTypeStats) GetActivityType() string {
@@ -2943,7 +3191,7 @@ type ListActivityStatsResponse struct {
 
 func (x *ListActivityStatsResponse) Reset() {
 	*x = ListActivityStatsResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[35]
+	mi := &file_durable_v1_durable_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3203,7 @@ func (x *ListActivityStatsResponse) String() string {
 func (*ListActivityStatsResponse) ProtoMessage() {}
 
 func (x *ListActivityStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[35]
+	mi := &file_durable_v1_durable_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3216,7 @@ func (x *ListActivityStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListActivityStatsResponse.ProtoReflect.Descriptor instead.
 func (*ListActivityStatsResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{35}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListActivityStatsResponse) GetStats() []*ActivityTypeStats {
@@ -2986,7 +3234,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[36]
+	mi := &file_durable_v1_durable_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2998,7 +3246,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[36]
+	mi := &file_durable_v1_durable_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3011,7 +3259,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{36}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{39}
 }
 
 // ActivityRef names one activity.
@@ -3025,7 +3273,7 @@ type ActivityRef struct {
 
 func (x *ActivityRef) Reset() {
 	*x = ActivityRef{}
-	mi := &file_durable_v1_durable_proto_msgTypes[37]
+	mi := &file_durable_v1_durable_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +3285,7 @@ func (x *ActivityRef) String() string {
 func (*ActivityRef) ProtoMessage() {}
 
 func (x *ActivityRef) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[37]
+	mi := &file_durable_v1_durable_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +3298,7 @@ func (x *ActivityRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityRef.ProtoReflect.Descriptor instead.
 func (*ActivityRef) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{37}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ActivityRef) GetWorkflowId() string {
@@ -3077,14 +3325,17 @@ type WatchEvent struct {
 	// REMOVE.
 	Removed []*ActivityRef `protobuf:"bytes,4,rep,name=removed,proto3" json:"removed,omitempty"`
 	// The daemon's clock when the event was sent.
-	ServerTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	ServerTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	// UPSERT: operator actions recorded or updated (a bulk redrive updates its
+	// record as it goes; the id stays the same).
+	AuditRecords  []*AuditRecord `protobuf:"bytes,6,rep,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_durable_v1_durable_proto_msgTypes[38]
+	mi := &file_durable_v1_durable_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3347,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[38]
+	mi := &file_durable_v1_durable_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3360,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{38}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchEvent) GetKind() WatchEventKind {
@@ -3147,6 +3398,266 @@ func (x *WatchEvent) GetServerTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *WatchEvent) GetAuditRecords() []*AuditRecord {
+	if x != nil {
+		return x.AuditRecords
+	}
+	return nil
+}
+
+// AuditRecord is one operator action, written in the same transaction as the
+// action itself.
+type AuditRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique; a later action has a larger id.
+	Id int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When the action started.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// Who: the authenticated principal, or "local" when durabled runs without
+	// --auth.
+	Principal string `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The principal's role: worker, reader or operator.
+	Role string `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	// What: the RPC, e.g. "RedriveDeadLetter" or "RedriveDeadLetters".
+	Rpc string `protobuf:"bytes,5,opt,name=rpc,proto3" json:"rpc,omitempty"`
+	// Why: the reason the operator gave; may be empty.
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The filter a bulk action selected with, if it used one.
+	Filter *DeadLetterFilter `protobuf:"bytes,7,opt,name=filter,proto3" json:"filter,omitempty"`
+	// How many the selection matched.
+	Matched int64 `protobuf:"varint,8,opt,name=matched,proto3" json:"matched,omitempty"`
+	// How many the action touched so far (final once done is set).
+	Count int64 `protobuf:"varint,9,opt,name=count,proto3" json:"count,omitempty"`
+	// The activities it touched, the first 100 of them.
+	Activities []*ActivityRef `protobuf:"bytes,10,rep,name=activities,proto3" json:"activities,omitempty"`
+	// The action finished (a bulk redrive cut short by its caller or a
+	// restart stays unfinished, with the count it reached).
+	Done          bool `protobuf:"varint,11,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRecord) Reset() {
+	*x = AuditRecord{}
+	mi := &file_durable_v1_durable_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRecord) ProtoMessage() {}
+
+func (x *AuditRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
+func (*AuditRecord) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *AuditRecord) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *AuditRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetRpc() string {
+	if x != nil {
+		return x.Rpc
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetFilter() *DeadLetterFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *AuditRecord) GetMatched() int64 {
+	if x != nil {
+		return x.Matched
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetActivities() []*ActivityRef {
+	if x != nil {
+		return x.Activities
+	}
+	return nil
+}
+
+func (x *AuditRecord) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+type ListAuditRecordsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only records at or after this time; unset means all that are kept.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	PageSize      int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	NextPageToken []byte                 `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRecordsRequest) Reset() {
+	*x = ListAuditRecordsRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRecordsRequest) ProtoMessage() {}
+
+func (x *ListAuditRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRecordsRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListAuditRecordsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListAuditRecordsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAuditRecordsRequest) GetNextPageToken() []byte {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return nil
+}
+
+type ListAuditRecordsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Records       []*AuditRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	NextPageToken []byte         `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRecordsResponse) Reset() {
+	*x = ListAuditRecordsResponse{}
+	mi := &file_durable_v1_durable_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRecordsResponse) ProtoMessage() {}
+
+func (x *ListAuditRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRecordsResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListAuditRecordsResponse) GetRecords() []*AuditRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *ListAuditRecordsResponse) GetNextPageToken() []byte {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return nil
+}
+
 var File_durable_v1_durable_proto protoreflect.FileDescriptor
 
 const file_durable_v1_durable_proto_rawDesc = "" +
@@ -3173,7 +3684,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12#\n" +
 	"\rnon_retryable\x18\x03 \x01(\bR\fnonRetryable\x12\x18\n" +
-	"\adetails\x18\x04 \x01(\fR\adetails\"\xf4\x04\n" +
+	"\adetails\x18\x04 \x01(\fR\adetails\"\xaa\x05\n" +
 	"\fHistoryEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12)\n" +
@@ -3193,7 +3704,9 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\bidentity\x18\r \x01(\tR\bidentity\x12\x19\n" +
 	"\btimer_id\x18\x0e \x01(\tR\atimerId\x12@\n" +
 	"\x0etimer_duration\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\rtimerDuration\x12,\n" +
-	"\x12scheduled_event_id\x18\x10 \x01(\x03R\x10scheduledEventId\"\xdd\x03\n" +
+	"\x12scheduled_event_id\x18\x10 \x01(\x03R\x10scheduledEventId\x12\x1c\n" +
+	"\tprincipal\x18\x11 \x01(\tR\tprincipal\x12\x16\n" +
+	"\x06reason\x18\x12 \x01(\tR\x06reason\"\xdd\x03\n" +
 	"\fWorkflowInfo\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12#\n" +
@@ -3368,14 +3881,33 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x05 \x01(\fR\rnextPageToken\"\x81\x01\n" +
 	"\x17ListDeadLettersResponse\x12>\n" +
 	"\fdead_letters\x18\x01 \x03(\v2\x1b.durable.v1.PendingActivityR\vdeadLetters\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\\\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"t\n" +
 	"\x18RedriveDeadLetterRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
-	"activityId\"T\n" +
+	"activityId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"T\n" +
 	"\x19RedriveDeadLetterResponse\x127\n" +
-	"\bactivity\x18\x01 \x01(\v2\x1b.durable.v1.PendingActivityR\bactivity\"\x1a\n" +
+	"\bactivity\x18\x01 \x01(\v2\x1b.durable.v1.PendingActivityR\bactivity\"{\n" +
+	"\x10DeadLetterFilter\x12\x1f\n" +
+	"\vworkflow_id\x18\x01 \x01(\tR\n" +
+	"workflowId\x12#\n" +
+	"\ractivity_type\x18\x02 \x01(\tR\factivityType\x12!\n" +
+	"\ffailure_type\x18\x03 \x01(\tR\vfailureType\"\xb6\x01\n" +
+	"\x19RedriveDeadLettersRequest\x124\n" +
+	"\x06filter\x18\x01 \x01(\v2\x1c.durable.v1.DeadLetterFilterR\x06filter\x127\n" +
+	"\n" +
+	"activities\x18\x02 \x03(\v2\x17.durable.v1.ActivityRefR\n" +
+	"activities\x12\x12\n" +
+	"\x04rate\x18\x03 \x01(\x01R\x04rate\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xb6\x01\n" +
+	"\x1aRedriveDeadLettersResponse\x12\x18\n" +
+	"\amatched\x18\x01 \x01(\x03R\amatched\x123\n" +
+	"\bredriven\x18\x02 \x03(\v2\x17.durable.v1.ActivityRefR\bredriven\x12\x18\n" +
+	"\askipped\x18\x03 \x01(\x03R\askipped\x12\x19\n" +
+	"\baudit_id\x18\x04 \x01(\x03R\aauditId\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\x03R\x05count\"\x1a\n" +
 	"\x18ListActivityStatsRequest\"\xa4\x02\n" +
 	"\x11ActivityTypeStats\x12#\n" +
 	"\ractivity_type\x18\x01 \x01(\tR\factivityType\x12\x1a\n" +
@@ -3392,7 +3924,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
-	"activityId\"\xa1\x02\n" +
+	"activityId\"\xdf\x02\n" +
 	"\n" +
 	"WatchEvent\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.durable.v1.WatchEventKindR\x04kind\x12;\n" +
@@ -3402,7 +3934,30 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\tworkflows\x18\x03 \x03(\v2\x18.durable.v1.WorkflowInfoR\tworkflows\x121\n" +
 	"\aremoved\x18\x04 \x03(\v2\x17.durable.v1.ActivityRefR\aremoved\x12;\n" +
 	"\vserver_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime*\xe2\x04\n" +
+	"serverTime\x12<\n" +
+	"\raudit_records\x18\x06 \x03(\v2\x17.durable.v1.AuditRecordR\fauditRecords\"\xdc\x02\n" +
+	"\vAuditRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1c\n" +
+	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x12\x10\n" +
+	"\x03rpc\x18\x05 \x01(\tR\x03rpc\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x124\n" +
+	"\x06filter\x18\a \x01(\v2\x1c.durable.v1.DeadLetterFilterR\x06filter\x12\x18\n" +
+	"\amatched\x18\b \x01(\x03R\amatched\x12\x14\n" +
+	"\x05count\x18\t \x01(\x03R\x05count\x127\n" +
+	"\n" +
+	"activities\x18\n" +
+	" \x03(\v2\x17.durable.v1.ActivityRefR\n" +
+	"activities\x12\x12\n" +
+	"\x04done\x18\v \x01(\bR\x04done\"\x90\x01\n" +
+	"\x17ListAuditRecordsRequest\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\fR\rnextPageToken\"u\n" +
+	"\x18ListAuditRecordsResponse\x121\n" +
+	"\arecords\x18\x01 \x03(\v2\x17.durable.v1.AuditRecordR\arecords\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken*\xe2\x04\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12)\n" +
 	"%EVENT_TYPE_WORKFLOW_EXECUTION_STARTED\x10\x01\x12+\n" +
@@ -3443,8 +3998,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_KIND_SNAPSHOT\x10\x01\x12\"\n" +
 	"\x1eWATCH_EVENT_KIND_SNAPSHOT_DONE\x10\x02\x12\x1b\n" +
 	"\x17WATCH_EVENT_KIND_UPSERT\x10\x03\x12\x1b\n" +
-	"\x17WATCH_EVENT_KIND_REMOVE\x10\x042\xa0\n" +
-	"\n" +
+	"\x17WATCH_EVENT_KIND_REMOVE\x10\x042\xe4\v\n" +
 	"\aDurable\x12]\n" +
 	"\x10PollWorkflowTask\x12#.durable.v1.PollWorkflowTaskRequest\x1a$.durable.v1.PollWorkflowTaskResponse\x12R\n" +
 	"\x14CompleteWorkflowTask\x12'.durable.v1.CompleteWorkflowTaskRequest\x1a\x11.durable.v1.Empty\x12J\n" +
@@ -3458,9 +4012,11 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x12GetWorkflowHistory\x12%.durable.v1.GetWorkflowHistoryRequest\x1a&.durable.v1.GetWorkflowHistoryResponse\x12T\n" +
 	"\rListWorkflows\x12 .durable.v1.ListWorkflowsRequest\x1a!.durable.v1.ListWorkflowsResponse\x12Z\n" +
 	"\x0fListDeadLetters\x12\".durable.v1.ListDeadLettersRequest\x1a#.durable.v1.ListDeadLettersResponse\x12`\n" +
-	"\x11RedriveDeadLetter\x12$.durable.v1.RedriveDeadLetterRequest\x1a%.durable.v1.RedriveDeadLetterResponse\x12`\n" +
+	"\x11RedriveDeadLetter\x12$.durable.v1.RedriveDeadLetterRequest\x1a%.durable.v1.RedriveDeadLetterResponse\x12c\n" +
+	"\x12RedriveDeadLetters\x12%.durable.v1.RedriveDeadLettersRequest\x1a&.durable.v1.RedriveDeadLettersResponse\x12`\n" +
 	"\x11ListActivityStats\x12$.durable.v1.ListActivityStatsRequest\x1a%.durable.v1.ListActivityStatsResponse\x12;\n" +
-	"\x05Watch\x12\x18.durable.v1.WatchRequest\x1a\x16.durable.v1.WatchEvent0\x01B7Z5github.com/tinyllm/durable/proto/durable/v1;durablev1b\x06proto3"
+	"\x05Watch\x12\x18.durable.v1.WatchRequest\x1a\x16.durable.v1.WatchEvent0\x01\x12]\n" +
+	"\x10ListAuditRecords\x12#.durable.v1.ListAuditRecordsRequest\x1a$.durable.v1.ListAuditRecordsResponseB7Z5github.com/tinyllm/durable/proto/durable/v1;durablev1b\x06proto3"
 
 var (
 	file_durable_v1_durable_proto_rawDescOnce sync.Once
@@ -3475,7 +4031,7 @@ func file_durable_v1_durable_proto_rawDescGZIP() []byte {
 }
 
 var file_durable_v1_durable_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_durable_v1_durable_proto_goTypes = []any{
 	(EventType)(0),                      // 0: durable.v1.EventType
 	(WorkflowStatus)(0),                 // 1: durable.v1.WorkflowStatus
@@ -3515,58 +4071,64 @@ var file_durable_v1_durable_proto_goTypes = []any{
 	(*ListDeadLettersResponse)(nil),     // 35: durable.v1.ListDeadLettersResponse
 	(*RedriveDeadLetterRequest)(nil),    // 36: durable.v1.RedriveDeadLetterRequest
 	(*RedriveDeadLetterResponse)(nil),   // 37: durable.v1.RedriveDeadLetterResponse
-	(*ListActivityStatsRequest)(nil),    // 38: durable.v1.ListActivityStatsRequest
-	(*ActivityTypeStats)(nil),           // 39: durable.v1.ActivityTypeStats
-	(*ListActivityStatsResponse)(nil),   // 40: durable.v1.ListActivityStatsResponse
-	(*WatchRequest)(nil),                // 41: durable.v1.WatchRequest
-	(*ActivityRef)(nil),                 // 42: durable.v1.ActivityRef
-	(*WatchEvent)(nil),                  // 43: durable.v1.WatchEvent
-	(*durationpb.Duration)(nil),         // 44: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 45: google.protobuf.Timestamp
+	(*DeadLetterFilter)(nil),            // 38: durable.v1.DeadLetterFilter
+	(*RedriveDeadLettersRequest)(nil),   // 39: durable.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil),  // 40: durable.v1.RedriveDeadLettersResponse
+	(*ListActivityStatsRequest)(nil),    // 41: durable.v1.ListActivityStatsRequest
+	(*ActivityTypeStats)(nil),           // 42: durable.v1.ActivityTypeStats
+	(*ListActivityStatsResponse)(nil),   // 43: durable.v1.ListActivityStatsResponse
+	(*WatchRequest)(nil),                // 44: durable.v1.WatchRequest
+	(*ActivityRef)(nil),                 // 45: durable.v1.ActivityRef
+	(*WatchEvent)(nil),                  // 46: durable.v1.WatchEvent
+	(*AuditRecord)(nil),                 // 47: durable.v1.AuditRecord
+	(*ListAuditRecordsRequest)(nil),     // 48: durable.v1.ListAuditRecordsRequest
+	(*ListAuditRecordsResponse)(nil),    // 49: durable.v1.ListAuditRecordsResponse
+	(*durationpb.Duration)(nil),         // 50: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 51: google.protobuf.Timestamp
 }
 var file_durable_v1_durable_proto_depIdxs = []int32{
-	44, // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
-	44, // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
-	44, // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
-	44, // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	50, // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
+	50, // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
+	50, // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
+	50, // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
 	6,  // 4: durable.v1.ActivityOptions.retry_policy:type_name -> durable.v1.RetryPolicy
-	45, // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	51, // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
 	0,  // 6: durable.v1.HistoryEvent.type:type_name -> durable.v1.EventType
 	8,  // 7: durable.v1.HistoryEvent.failure:type_name -> durable.v1.Failure
 	7,  // 8: durable.v1.HistoryEvent.activity_options:type_name -> durable.v1.ActivityOptions
-	44, // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
+	50, // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
 	1,  // 10: durable.v1.WorkflowInfo.status:type_name -> durable.v1.WorkflowStatus
-	45, // 11: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
-	45, // 12: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
+	51, // 11: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
+	51, // 12: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
 	8,  // 13: durable.v1.WorkflowInfo.failure:type_name -> durable.v1.Failure
-	45, // 14: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
-	45, // 15: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
+	51, // 14: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
+	51, // 15: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
 	8,  // 16: durable.v1.AttemptRecord.failure:type_name -> durable.v1.Failure
 	2,  // 17: durable.v1.PendingActivity.state:type_name -> durable.v1.ActivityState
-	45, // 18: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
-	45, // 19: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
-	45, // 20: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
-	45, // 21: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
+	51, // 18: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
+	51, // 19: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
+	51, // 20: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
+	51, // 21: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
 	8,  // 22: durable.v1.PendingActivity.last_failure:type_name -> durable.v1.Failure
-	45, // 23: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	51, // 23: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
 	7,  // 24: durable.v1.PendingActivity.options:type_name -> durable.v1.ActivityOptions
 	11, // 25: durable.v1.PendingActivity.attempts:type_name -> durable.v1.AttemptRecord
-	45, // 26: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
-	45, // 27: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
+	51, // 26: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
+	51, // 27: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
 	9,  // 28: durable.v1.PollWorkflowTaskResponse.history:type_name -> durable.v1.HistoryEvent
 	3,  // 29: durable.v1.Command.type:type_name -> durable.v1.CommandType
 	7,  // 30: durable.v1.Command.activity_options:type_name -> durable.v1.ActivityOptions
-	44, // 31: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
+	50, // 31: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
 	8,  // 32: durable.v1.Command.failure:type_name -> durable.v1.Failure
 	16, // 33: durable.v1.CompleteWorkflowTaskRequest.commands:type_name -> durable.v1.Command
 	8,  // 34: durable.v1.FailWorkflowTaskRequest.failure:type_name -> durable.v1.Failure
-	45, // 35: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
-	45, // 36: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
-	45, // 37: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
-	44, // 38: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
+	51, // 35: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
+	51, // 36: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
+	51, // 37: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
+	50, // 38: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
 	20, // 39: durable.v1.PollActivityTaskResponse.tasks:type_name -> durable.v1.ActivityTask
 	8,  // 40: durable.v1.FailActivityRequest.failure:type_name -> durable.v1.Failure
-	45, // 41: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	51, // 41: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
 	10, // 42: durable.v1.DescribeWorkflowResponse.workflow:type_name -> durable.v1.WorkflowInfo
 	12, // 43: durable.v1.DescribeWorkflowResponse.pending_activities:type_name -> durable.v1.PendingActivity
 	9,  // 44: durable.v1.GetWorkflowHistoryResponse.events:type_name -> durable.v1.HistoryEvent
@@ -3574,51 +4136,64 @@ var file_durable_v1_durable_proto_depIdxs = []int32{
 	10, // 46: durable.v1.ListWorkflowsResponse.workflows:type_name -> durable.v1.WorkflowInfo
 	12, // 47: durable.v1.ListDeadLettersResponse.dead_letters:type_name -> durable.v1.PendingActivity
 	12, // 48: durable.v1.RedriveDeadLetterResponse.activity:type_name -> durable.v1.PendingActivity
-	44, // 49: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
-	44, // 50: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
-	44, // 51: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
-	44, // 52: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
-	39, // 53: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
-	4,  // 54: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
-	12, // 55: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
-	10, // 56: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
-	42, // 57: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
-	45, // 58: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
-	14, // 59: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
-	17, // 60: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
-	18, // 61: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
-	19, // 62: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
-	22, // 63: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
-	23, // 64: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
-	24, // 65: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
-	26, // 66: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
-	28, // 67: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
-	30, // 68: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
-	32, // 69: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
-	34, // 70: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
-	36, // 71: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
-	38, // 72: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
-	41, // 73: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
-	15, // 74: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
-	5,  // 75: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
-	5,  // 76: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
-	21, // 77: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
-	5,  // 78: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
-	5,  // 79: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
-	25, // 80: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
-	27, // 81: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
-	29, // 82: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
-	31, // 83: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
-	33, // 84: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
-	35, // 85: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
-	37, // 86: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
-	40, // 87: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
-	43, // 88: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
-	74, // [74:89] is the sub-list for method output_type
-	59, // [59:74] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	38, // 49: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
+	45, // 50: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
+	45, // 51: durable.v1.RedriveDeadLettersResponse.redriven:type_name -> durable.v1.ActivityRef
+	50, // 52: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
+	50, // 53: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
+	50, // 54: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
+	50, // 55: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
+	42, // 56: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
+	4,  // 57: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
+	12, // 58: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
+	10, // 59: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
+	45, // 60: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
+	51, // 61: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
+	47, // 62: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
+	51, // 63: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	38, // 64: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
+	45, // 65: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
+	51, // 66: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
+	47, // 67: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
+	14, // 68: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
+	17, // 69: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
+	18, // 70: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
+	19, // 71: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
+	22, // 72: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
+	23, // 73: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
+	24, // 74: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
+	26, // 75: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
+	28, // 76: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
+	30, // 77: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
+	32, // 78: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
+	34, // 79: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
+	36, // 80: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
+	39, // 81: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
+	41, // 82: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
+	44, // 83: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
+	48, // 84: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
+	15, // 85: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
+	5,  // 86: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
+	5,  // 87: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
+	21, // 88: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
+	5,  // 89: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
+	5,  // 90: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
+	25, // 91: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
+	27, // 92: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
+	29, // 93: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
+	31, // 94: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
+	33, // 95: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
+	35, // 96: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
+	37, // 97: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
+	40, // 98: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
+	43, // 99: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
+	46, // 100: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
+	49, // 101: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
+	85, // [85:102] is the sub-list for method output_type
+	68, // [68:85] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_durable_v1_durable_proto_init() }
@@ -3632,7 +4207,7 @@ func file_durable_v1_durable_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_durable_v1_durable_proto_rawDesc), len(file_durable_v1_durable_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   39,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,8 +36,10 @@ const (
 	Durable_ListWorkflows_FullMethodName        = "/durable.v1.Durable/ListWorkflows"
 	Durable_ListDeadLetters_FullMethodName      = "/durable.v1.Durable/ListDeadLetters"
 	Durable_RedriveDeadLetter_FullMethodName    = "/durable.v1.Durable/RedriveDeadLetter"
+	Durable_RedriveDeadLetters_FullMethodName   = "/durable.v1.Durable/RedriveDeadLetters"
 	Durable_ListActivityStats_FullMethodName    = "/durable.v1.Durable/ListActivityStats"
 	Durable_Watch_FullMethodName                = "/durable.v1.Durable/Watch"
+	Durable_ListAuditRecords_FullMethodName     = "/durable.v1.Durable/ListAuditRecords"
 )
 
 // DurableClient is the client API for Durable service.
@@ -79,11 +81,19 @@ type DurableClient interface {
 	ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error)
 	// RedriveDeadLetter puts a dead letter back in its queue as attempt 1.
 	RedriveDeadLetter(ctx context.Context, in *RedriveDeadLetterRequest, opts ...grpc.CallOption) (*RedriveDeadLetterResponse, error)
+	// RedriveDeadLetters puts back every dead letter that matches a filter, or
+	// the ones listed, releasing them at a steady rate so that the workers are
+	// not hit by a herd. It returns once all are released or the call ends;
+	// one audit record counts them as they go.
+	RedriveDeadLetters(ctx context.Context, in *RedriveDeadLettersRequest, opts ...grpc.CallOption) (*RedriveDeadLettersResponse, error)
 	// ListActivityStats returns attempt latency percentiles per activity type.
 	ListActivityStats(ctx context.Context, in *ListActivityStatsRequest, opts ...grpc.CallOption) (*ListActivityStatsResponse, error)
 	// Watch streams a snapshot of pending activities, dead letters and
 	// workflows, then every change to them.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error)
+	// ListAuditRecords pages through the audit log of operator actions, newest
+	// first.
+	ListAuditRecords(ctx context.Context, in *ListAuditRecordsRequest, opts ...grpc.CallOption) (*ListAuditRecordsResponse, error)
 }
 
 type durableClient struct {
@@ -224,6 +234,16 @@ func (c *durableClient) RedriveDeadLetter(ctx context.Context, in *RedriveDeadLe
 	return out, nil
 }
 
+func (c *durableClient) RedriveDeadLetters(ctx context.Context, in *RedriveDeadLettersRequest, opts ...grpc.CallOption) (*RedriveDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RedriveDeadLettersResponse)
+	err := c.cc.Invoke(ctx, Durable_RedriveDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *durableClient) ListActivityStats(ctx context.Context, in *ListActivityStatsRequest, opts ...grpc.CallOption) (*ListActivityStatsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListActivityStatsResponse)
@@ -252,6 +272,16 @@ func (c *durableClient) Watch(ctx context.Context, in *WatchRequest, opts ...grp
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Durable_WatchClient = grpc.ServerStreamingClient[WatchEvent]
+
+func (c *durableClient) ListAuditRecords(ctx context.Context, in *ListAuditRecordsRequest, opts ...grpc.CallOption) (*ListAuditRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditRecordsResponse)
+	err := c.cc.Invoke(ctx, Durable_ListAuditRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 // DurableServer is the server API for Durable service.
 // All implementations must embed UnimplementedDurableServer
@@ -292,11 +322,19 @@ type DurableServer interface {
 	ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error)
 	// RedriveDeadLetter puts a dead letter back in its queue as attempt 1.
 	RedriveDeadLetter(context.Context, *RedriveDeadLetterRequest) (*RedriveDeadLetterResponse, error)
+	// RedriveDeadLetters puts back every dead letter that matches a filter, or
+	// the ones listed, releasing them at a steady rate so that the workers are
+	// not hit by a herd. It returns once all are released or the call ends;
+	// one audit record counts them as they go.
+	RedriveDeadLetters(context.Context, *RedriveDeadLettersRequest) (*RedriveDeadLettersResponse, error)
 	// ListActivityStats returns attempt latency percentiles per activity type.
 	ListActivityStats(context.Context, *ListActivityStatsRequest) (*ListActivityStatsResponse, error)
 	// Watch streams a snapshot of pending activities, dead letters and
 	// workflows, then every change to them.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error
+	// ListAuditRecords pages through the audit log of operator actions, newest
+	// first.
+	ListAuditRecords(context.Context, *ListAuditRecordsRequest) (*ListAuditRecordsResponse, error)
 	mustEmbedUnimplementedDurableServer()
 }
 
@@ -346,11 +384,17 @@ func (UnimplementedDurableServer) ListDeadLetters(context.Context, *ListDeadLett
 func (UnimplementedDurableServer) RedriveDeadLetter(context.Context, *RedriveDeadLetterRequest) (*RedriveDeadLetterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RedriveDeadLetter not implemented")
 }
+func (UnimplementedDurableServer) RedriveDeadLetters(context.Context, *RedriveDeadLettersRequest) (*RedriveDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RedriveDeadLetters not implemented")
+}
 func (UnimplementedDurableServer) ListActivityStats(context.Context, *ListActivityStatsRequest) (*ListActivityStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListActivityStats not implemented")
 }
 func (UnimplementedDurableServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedDurableServer) ListAuditRecords(context.Context, *ListAuditRecordsRequest) (*ListAuditRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAuditRecords not implemented")
 }
 func (UnimplementedDurableServer) mustEmbedUnimplementedDurableServer() {}
 func (UnimplementedDurableServer) testEmbeddedByValue()                 {}
@@ -607,6 +651,24 @@ func _Durable_RedriveDeadLetter_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Durable_RedriveDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RedriveDeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).RedriveDeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_RedriveDeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).RedriveDeadLetters(ctx, req.(*RedriveDeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Durable_ListActivityStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListActivityStatsRequest)
 	if err := dec(in); err != nil {
@@ -635,6 +697,24 @@ func _Durable_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Durable_WatchServer = grpc.ServerStreamingServer[WatchEvent]
+
+func _Durable_ListAuditRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).ListAuditRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_ListAuditRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).ListAuditRecords(ctx, req.(*ListAuditRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 // Durable_ServiceDesc is the grpc.ServiceDesc for Durable service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -696,8 +776,16 @@ var Durable_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Durable_RedriveDeadLetter_Handler,
 		},
 		{
+			MethodName: "RedriveDeadLetters",
+			Handler:    _Durable_RedriveDeadLetters_Handler,
+		},
+		{
 			MethodName: "ListActivityStats",
 			Handler:    _Durable_ListActivityStats_Handler,
+		},
+		{
+			MethodName: "ListAuditRecords",
+			Handler:    _Durable_ListAuditRecords_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

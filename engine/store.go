@@ -74,8 +74,19 @@ type Tx interface {
 	PutLatency(l *durablev1.LatencyRecord) error
 	ListLatency() ([]*durablev1.LatencyRecord, error)
 
+	// PutAudit writes an audit record under its time and id; writing a
+	// record with the same time and id again replaces it.
+	PutAudit(r *durablev1.AuditRecord) error
+	// AuditRecords calls fn for audit records, newest first, starting after
+	// the given cursor (nil: the newest), until fn returns false. It returns
+	// the cursor of the last record passed to fn.
+	AuditRecords(after []byte, fn func(*durablev1.AuditRecord) bool) (last []byte, err error)
+	// DeleteAuditBefore deletes up to limit audit records older than t,
+	// oldest first, and returns how many it deleted.
+	DeleteAuditBefore(t time.Time, limit int) (int, error)
+
 	// Counter and SetCounter keep the engine's id sequence (queue sequence
-	// numbers and lease ids), which must grow across restarts.
+	// numbers and audit ids), which must grow across restarts.
 	Counter() (int64, error)
 	SetCounter(n int64) error
 }

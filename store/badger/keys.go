@@ -54,6 +54,12 @@ const (
 	// keyCounter: 0x30, the whole key → the engine's id sequence as i64
 	// (plain big-endian two's complement, 8 bytes).
 	prefixCounter byte = 0x30
+
+	// prefixAudit: 0x40 | time:t64 | id:i64 → AuditRecord.
+	// Oldest first in key order; the audit log is read newest first with a
+	// reverse iterator, and retention deletes from the front. The whole key
+	// is the AuditRecords cursor.
+	prefixAudit byte = 0x40
 )
 
 // maxPartLen bounds every id, queue name and activity type the store keys on.
@@ -173,6 +179,10 @@ func latencyKey(activityType string) []byte {
 }
 
 func counterKey() []byte { return []byte{prefixCounter} }
+
+func auditKey(t time.Time, id int64) []byte {
+	return appendI64(appendTime(newKey(prefixAudit, 16), t), id)
+}
 
 // keyReader decodes a key part by part; the first failure sticks in err.
 type keyReader struct {

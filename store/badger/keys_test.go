@@ -119,6 +119,10 @@ func TestKeys_SortByValue(t *testing.T) {
 			deadLetterKey(keyT0.Add(time.Microsecond), "a", "a"), deadLetterKey(keyT0.Add(time.Hour), "a", "a"),
 		}},
 		{"WorkflowsByID", [][]byte{workflowKey(""), workflowKey("a"), workflowKey("a-1"), workflowKey("ab"), workflowKey("b")}},
+		{"AuditByTimeThenID", [][]byte{
+			auditKey(keyT0, 9), auditKey(keyT0.Add(time.Nanosecond), 1), auditKey(keyT0.Add(time.Nanosecond), 2),
+			auditKey(keyT0.Add(time.Hour), 0),
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

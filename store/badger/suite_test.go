@@ -42,6 +42,8 @@ func runStoreSuite(t *testing.T, open func(t *testing.T) engine.Store, reopen fu
 		{"DeleteActivityRemovesIndexEntries", testDeleteActivityRemovesIndexEntries},
 		{"DeadLettersCursor", testDeadLettersCursor},
 		{"OversizedInputsAreInvalid", testOversizedInputsAreInvalid},
+		{"AuditNewestFirstAndPaged", testAuditNewestFirstAndPaged},
+		{"AuditDeleteBefore", testAuditDeleteBefore},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package badger
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
@@ -312,6 +313,65 @@ func (t *tx) ListLatency() ([]*durablev1.LatencyRecord, error) {
 		return nil, fmt.Errorf("list latency: %w", err)
 	}
 	return out, nil
+}
+
+func (t *tx) PutAudit(r *durablev1.AuditRecord) error {
+	if err := t.put(auditKey(r.GetTime().AsTime(), r.GetId()), r); err != nil {
+		return fmt.Errorf("put audit record %d: %w", r.GetId(), err)
+	}
+	return nil
+}
+
+func (t *tx) AuditRecords(after []byte, fn func(*durablev1.AuditRecord) bool) ([]byte, error) {
+	if len(after) > 0 && (after[0] != prefixAudit || len(after) != 17) {
+		return nil, &engine.InvalidError{Field: "next_page_token", Reason: "is not a page token of the audit log"}
+	}
+	prefix := []byte{prefixAudit}
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix, Reverse: true, PrefetchValues: true, PrefetchSize: 16})
+	defer it.Close()
+	// A reverse iterator seeks to the last key at or before the seek key:
+	// past the end of the table for the newest, the cursor itself (skipped
+	// below) for the next page.
+	seek := []byte{prefixAudit, 0xff}
+	if len(after) > 0 {
+		seek = after
+	}
+	var last []byte
+	for it.Seek(seek); it.Valid(); it.Next() {
+		item := it.Item()
+		if len(after) > 0 && string(item.Key()) == string(after) {
+			continue
+		}
+		r := new(durablev1.AuditRecord)
+		if err := item.Value(func(v []byte) error { return unmarshal(item.Key(), v, r) }); err != nil {
+			return nil, err
+		}
+		last = item.KeyCopy(nil)
+		if !fn(r) {
+			break
+		}
+	}
+	return last, nil
+}
+
+func (t *tx) DeleteAuditBefore(before time.Time, limit int) (int, error) {
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: []byte{prefixAudit}})
+	end := appendTime([]byte{prefixAudit}, before)
+	var keys [][]byte
+	for it.Rewind(); it.Valid() && len(keys) < limit; it.Next() {
+		k := it.Item().Key()
+		if string(k[:min(len(k), len(end))]) >= string(end) {
+			break
+		}
+		keys = append(keys, it.Item().KeyCopy(nil))
+	}
+	it.Close()
+	for _, k := range keys {
+		if err := t.txn.Delete(k); err != nil {
+			return 0, fmt.Errorf("delete audit record: %w", err)
+		}
+	}
+	return len(keys), nil
 }
 
 // Counter returns the engine's id sequence; a new store starts at 0.

@@ -89,7 +89,8 @@ func (e *Engine) leaseActivity(tx Tx, c *change, q QueueEntry, identity string, 
 		return nil, errStaleEntry
 	}
 	in := a.GetInfo()
-	a.LeaseId = e.nextID(c)
+	waited := now.Sub(in.GetNextAttemptTime().AsTime())
+	a.LeaseId = newLeaseID()
 	in.State = stateStarted
 	in.LastStartedTime = ts(now)
 	in.LastWorkerIdentity = identity
@@ -102,6 +103,7 @@ func (e *Engine) leaseActivity(tx Tx, c *change, q QueueEntry, identity string, 
 	}
 	c.addTimer(Timer{Due: deadline, Kind: ActivityLeaseTimer, WorkflowID: in.GetWorkflowId(), ID: in.GetActivityId()})
 	c.upsert(in)
+	c.observe(observation{kind: obsStarted, activityType: in.GetActivityType(), attempt: in.GetAttempt(), d: max(waited, 0)})
 	return &durablev1.ActivityTask{
 		TaskToken:        encodeToken(&durablev1.TaskToken{WorkflowId: in.GetWorkflowId(), ActivityId: in.GetActivityId(), Attempt: in.GetAttempt(), LeaseId: a.GetLeaseId()}),
 		WorkflowId:       in.GetWorkflowId(),
@@ -170,7 +172,7 @@ func (e *Engine) CompleteActivityTask(ctx context.Context, req *durablev1.Comple
 			return err
 		}
 		in := a.GetInfo()
-		e.endAttempt(tx, in, now, nil)
+		e.endAttempt(tx, c, in, now, nil, AttemptCompleted)
 		e.appendEvents(tx, w, now,
 			&durablev1.HistoryEvent{Type: evActivityStarted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Attempt: in.GetAttempt(), Identity: in.GetLastWorkerIdentity(), ScheduledEventId: a.GetScheduledEventId()},
 			&durablev1.HistoryEvent{Type: evActivityCompleted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Result: req.GetResult(), Identity: req.GetIdentity(), ScheduledEventId: a.GetScheduledEventId()},
@@ -204,9 +206,9 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 	if err != nil {
 		return err
 	}
-	e.endAttempt(tx, in, now, f)
 	in.LastFailure = f
 	d := Decide(in, f, now, e.jitter)
+	e.endAttempt(tx, c, in, now, f, resultOf(d.Outcome))
 	switch d.Outcome {
 	case OutcomeFail:
 		e.appendEvents(tx, w, now,
@@ -251,13 +253,15 @@ func (e *Engine) deadLetter(tx Tx, c *change, w *durablev1.WorkflowRecord, a *du
 	}
 	c.upsert(in)
 	c.workflow(w)
+	c.observe(observation{kind: obsDeadLettered, activityType: in.GetActivityType()})
 	e.opts.Logger.Warn("activity dead-lettered", "workflow_id", in.GetWorkflowId(), "activity_id", in.GetActivityId(),
 		"activity_type", in.GetActivityType(), "attempts", in.GetAttempt(), "failure_type", f.GetType())
 	return nil
 }
 
-// endAttempt closes the open attempt record and feeds the latency histogram.
-func (e *Engine) endAttempt(tx Tx, in *durablev1.PendingActivity, now time.Time, f *durablev1.Failure) {
+// endAttempt closes the open attempt record, feeds the latency histogram and
+// tells the Observer how the attempt ended.
+func (e *Engine) endAttempt(tx Tx, c *change, in *durablev1.PendingActivity, now time.Time, f *durablev1.Failure, result AttemptResult) {
 	n := len(in.Attempts)
 	if n == 0 || in.Attempts[n-1].GetEndedTime() != nil || in.GetState() != stateStarted {
 		return
@@ -265,7 +269,20 @@ func (e *Engine) endAttempt(tx Tx, in *durablev1.PendingActivity, now time.Time,
 	r := in.Attempts[n-1]
 	r.EndedTime = ts(now)
 	r.Failure = f
-	_ = recordLatency(tx, in.GetActivityType(), now.Sub(r.GetStartedTime().AsTime()), f != nil)
+	took := now.Sub(r.GetStartedTime().AsTime())
+	_ = recordLatency(tx, in.GetActivityType(), took, f != nil)
+	c.observe(observation{kind: obsEnded, activityType: in.GetActivityType(), result: result, d: took})
+}
+
+// resultOf is how metrics name the end of an attempt the retry rule decided.
+func resultOf(o Outcome) AttemptResult {
+	switch o {
+	case OutcomeFail:
+		return AttemptFailed
+	case OutcomeDeadLetter:
+		return AttemptDeadLettered
+	}
+	return AttemptRetried
 }
 
 // finishActivity removes a completed or failed activity and wakes its workflow.

@@ -87,7 +87,11 @@ func (e *Engine) answer(batch []*request) {
 	if !durable {
 		return
 	}
+	began := e.now()
 	err := e.store.Sync()
+	if err == nil {
+		e.opts.Observer.Synced(e.now().Sub(began))
+	}
 	for _, r := range batch {
 		if r.durable && r.err == nil {
 			r.err = err
@@ -140,11 +144,12 @@ func (e *Engine) apply(batch []*request) {
 func (e *Engine) try(batch []*request) (int, error) {
 	changes := make([]*change, len(batch))
 	failed := -1
+	began := e.now()
 	err := e.store.Update(func(tx Tx) error {
 		seqUsed := false
 		for i, r := range batch {
 			c := &change{now: e.now()}
-			r.err = r.fn(tx, c)
+			r.err = r.fn(&trackTx{Tx: tx, c: c}, c)
 			if r.err != nil {
 				failed = i
 				return errAbortBatch
@@ -163,10 +168,16 @@ func (e *Engine) try(batch []*request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	took := e.now().Sub(began)
 	e.mu.Lock()
 	for _, c := range changes {
 		e.afterCommitLocked(c)
 	}
 	e.mu.Unlock()
+	e.opts.Observer.BatchCommitted(len(batch), took)
+	for _, c := range changes {
+		report(e.opts.Observer, c)
+		e.logAudits(c)
+	}
 	return len(batch), nil
 }

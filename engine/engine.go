@@ -39,6 +39,8 @@ type Engine struct {
 	timerWake   chan struct{}
 	watchers    map[*watcher]struct{}
 	closeSubs   map[string][]chan struct{} // workflow id → waiters for its close
+	counts      map[stateKey]int           // activities per queue and state, see gauge.go
+	janitorDone chan struct{}
 }
 
 // New returns an engine over store. It reads the id counter and the earliest
@@ -64,6 +66,8 @@ func New(store Store, opts Options) (*Engine, error) {
 		timerWake:   make(chan struct{}, 1),
 		watchers:    map[*watcher]struct{}{},
 		closeSubs:   map[string][]chan struct{}{},
+		counts:      map[stateKey]int{},
+		janitorDone: make(chan struct{}),
 	}
 	err := store.View(func(tx Tx) error {
 		n, err := tx.Counter()
@@ -78,6 +82,7 @@ func New(store Store, opts Options) (*Engine, error) {
 	}
 	go e.batcher()
 	go e.timerLoop()
+	go e.auditJanitor()
 	return e, nil
 }
 
@@ -96,6 +101,7 @@ func (e *Engine) Close() error {
 	}
 	e.mu.Unlock()
 	<-e.loopDone
+	<-e.janitorDone
 	<-e.batcherDone
 	return nil
 }
@@ -112,6 +118,9 @@ type change struct {
 	workflows  []*durablev1.WorkflowInfo
 	closed     []string
 	seqUsed    bool
+	moves      []stateMove   // activities between counts, see gauge.go
+	observed   []observation // for the Observer, see observe.go
+	audits     []auditNote   // operator actions, see audit.go
 }
 
 func (c *change) enqueue(q QueueEntry) { c.entries = append(c.entries, q) }
@@ -157,6 +166,7 @@ func (e *Engine) afterCommitLocked(c *change) {
 			}
 		}
 	}
+	e.countLocked(c.moves)
 	for _, id := range c.closed {
 		for _, ch := range e.closeSubs[id] {
 			close(ch)

@@ -48,6 +48,7 @@ func (e *Engine) nextTimerLocked() time.Time { return e.timers.next() }
 // rebuildIndex loads every queue entry and timer the records imply.
 func (e *Engine) rebuildIndex(tx Tx) error {
 	err := tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
+		e.counts[countKey(a)]++
 		if q, ok := QueueEntryOf(a); ok {
 			e.pushEntryLocked(q)
 		}

@@ -29,6 +29,11 @@ type Options struct {
 	MaxAttemptRecords int
 	// Logger receives the engine's logs; default slog.Default().
 	Logger *slog.Logger
+	// Observer hears about attempts, timeouts, dead letters, redrives,
+	// commits and syncs, for metrics; default one that does nothing.
+	Observer Observer
+	// AuditRetention is how long audit records are kept; default 90 days.
+	AuditRetention time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -52,6 +57,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+	if o.AuditRetention <= 0 {
+		o.AuditRetention = DefaultAuditRetention
 	}
 	return o
 }

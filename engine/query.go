@@ -160,17 +160,12 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *durablev1.ListWorkflows
 // filter given.
 func (e *Engine) ListDeadLetters(ctx context.Context, req *durablev1.ListDeadLettersRequest) (*durablev1.ListDeadLettersResponse, error) {
 	size := pageSize(req.GetPageSize())
+	filter := &durablev1.DeadLetterFilter{WorkflowId: req.GetWorkflowId(), ActivityType: req.GetActivityType(), FailureType: req.GetFailureType()}
 	resp := &durablev1.ListDeadLettersResponse{}
 	err := e.view(func(tx Tx) error {
 		last, err := tx.DeadLetters(req.GetNextPageToken(), func(a *durablev1.ActivityRecord) bool {
 			in := a.GetInfo()
-			if f := req.GetWorkflowId(); f != "" && in.GetWorkflowId() != f {
-				return true
-			}
-			if f := req.GetActivityType(); f != "" && in.GetActivityType() != f {
-				return true
-			}
-			if f := req.GetFailureType(); f != "" && in.GetLastFailure().GetType() != f {
+			if !matchesDeadLetter(in, filter) {
 				return true
 			}
 			resp.DeadLetters = append(resp.DeadLetters, in)

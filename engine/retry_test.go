@@ -107,10 +107,10 @@ func TestRetryScheduleUnderFakeClock(t *testing.T) {
 		}
 	}
 
-	if _, err := h.e.RedriveDeadLetter(context.Background(), &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf-1", ActivityId: "9"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := h.e.RedriveDeadLetter(context.Background(), engine.Actor{Principal: "local", Role: "operator"}, &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf-1", ActivityId: "9"}); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("redrive of an unknown activity: %v, want ErrNotFound", err)
 	}
-	if _, err := h.e.RedriveDeadLetter(context.Background(), &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf-1", ActivityId: "1"}); err != nil {
+	if _, err := h.e.RedriveDeadLetter(context.Background(), engine.Actor{Principal: "local", Role: "operator"}, &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf-1", ActivityId: "1"}); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := h.e.ListDeadLetters(context.Background(), &durablev1.ListDeadLettersRequest{}); len(r.GetDeadLetters()) != 0 {
@@ -120,7 +120,7 @@ func TestRetryScheduleUnderFakeClock(t *testing.T) {
 	if task == nil || task.GetAttempt() != 1 || task.GetIdempotencyKey() != key {
 		t.Fatalf("after redrive: poll = %v, want attempt 1 with key %q", task, key)
 	}
-	if _, err := h.e.RedriveDeadLetter(context.Background(), &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf-1", ActivityId: "1"}); !errors.Is(err, engine.ErrNotDeadLettered) {
+	if _, err := h.e.RedriveDeadLetter(context.Background(), engine.Actor{Principal: "local", Role: "operator"}, &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf-1", ActivityId: "1"}); !errors.Is(err, engine.ErrNotDeadLettered) {
 		t.Errorf("redrive of a running activity: %v, want ErrNotDeadLettered", err)
 	}
 	if n := count(h.history("wf-1"), evRedriven); n != 1 {

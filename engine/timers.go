@@ -106,6 +106,7 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 			return nil
 		}
 		now = deadline
+		c.observe(observation{kind: obsTimedOut, activityType: in.GetActivityType(), timeout: why})
 		if why == TimeoutScheduleToClose {
 			return e.expire(tx, c, a, now)
 		}
@@ -124,6 +125,7 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		if err != nil {
 			return err
 		}
+		c.observe(observation{kind: obsTimedOut, activityType: in.GetActivityType(), timeout: TimeoutScheduleToStart})
 		return e.deadLetter(tx, c, w, a, &durablev1.Failure{
 			Type:    TimeoutScheduleToStart,
 			Message: "no worker picked the attempt up within its schedule-to-start timeout of " + in.GetOptions().GetScheduleToStartTimeout().AsDuration().String(),
@@ -132,6 +134,7 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		if in.GetState() == stateDead || in.GetExpirationTime() == nil || in.GetExpirationTime().AsTime().After(t.Due) {
 			return nil
 		}
+		c.observe(observation{kind: obsTimedOut, activityType: in.GetActivityType(), timeout: TimeoutScheduleToClose})
 		return e.expire(tx, c, a, in.GetExpirationTime().AsTime())
 	}
 	return nil
@@ -145,7 +148,7 @@ func (e *Engine) expire(tx Tx, c *change, a *durablev1.ActivityRecord, now time.
 		Type:    TimeoutScheduleToClose,
 		Message: "the activity's schedule-to-close budget of " + in.GetOptions().GetScheduleToCloseTimeout().AsDuration().String() + " ran out",
 	}
-	e.endAttempt(tx, in, now, f)
+	e.endAttempt(tx, c, in, now, f, AttemptDeadLettered)
 	w, err := tx.GetWorkflow(in.GetWorkflowId())
 	if err != nil {
 		return err

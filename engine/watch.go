@@ -94,7 +94,10 @@ func (e *Engine) publishLocked(c *change) {
 	if len(c.removed) > 0 {
 		events = append(events, &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE, Removed: c.removed, ServerTime: now})
 	}
-	if len(up.Activities) > 0 || len(up.Workflows) > 0 {
+	for _, n := range c.audits {
+		up.AuditRecords = append(up.AuditRecords, n.rec)
+	}
+	if len(up.Activities) > 0 || len(up.Workflows) > 0 || len(up.AuditRecords) > 0 {
 		events = append(events, up)
 	}
 	for w := range e.watchers {

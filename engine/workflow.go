@@ -138,7 +138,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 					return nil // stale entry
 				}
 				w.WtState = wtStarted
-				w.WtLeaseId = e.nextID(c)
+				w.WtLeaseId = newLeaseID()
 				w.WtDeadline = ts(now.Add(e.opts.WorkflowTaskTimeout))
 				// Started is recorded when the task is handed out, so replay
 				// knows which events the task saw: those before it.

@@ -32,6 +32,8 @@ func validateAny(kind uint8, data []byte) (proto.Message, error) {
 		{&durablev1.RedriveDeadLetterRequest{}, func(m proto.Message) error { return v.redriveDeadLetter(m.(*durablev1.RedriveDeadLetterRequest)) }},
 		{&durablev1.PollWorkflowTaskRequest{}, func(m proto.Message) error { return v.pollWorkflowTask(m.(*durablev1.PollWorkflowTaskRequest)) }},
 		{&durablev1.DescribeWorkflowRequest{}, func(m proto.Message) error { return v.describeWorkflow(m.(*durablev1.DescribeWorkflowRequest)) }},
+		{&durablev1.RedriveDeadLettersRequest{}, func(m proto.Message) error { return v.redriveDeadLetters(m.(*durablev1.RedriveDeadLettersRequest)) }},
+		{&durablev1.ListAuditRecordsRequest{}, func(m proto.Message) error { return v.listAuditRecords(m.(*durablev1.ListAuditRecordsRequest)) }},
 	}
 	c := checks[int(kind)%len(checks)]
 	if err := proto.Unmarshal(data, c.msg); err != nil {
@@ -71,7 +73,7 @@ func FuzzValidateRequest(f *testing.F) {
 // directly, and never reach the (here absent) engine.
 func TestHandlersRejectWithoutEngine(t *testing.T) {
 	t.Parallel()
-	s := New(nil, Options{MaxPayload: testMaxPayload})
+	s := New(nil, Options{MaxPayload: testMaxPayload, TokenKey: testTokenKey})
 	ctx := context.Background()
 	calls := []struct {
 		name  string
@@ -95,19 +97,14 @@ func TestHandlersRejectWithoutEngine(t *testing.T) {
 		{"NilPollActivityTask", func() error { _, err := s.PollActivityTask(ctx, nil); return err }, "task_queue"},
 		{"NilRecordHeartbeat", func() error { _, err := s.RecordHeartbeat(ctx, nil); return err }, "task_token"},
 		{"NilRedrive", func() error { _, err := s.RedriveDeadLetter(ctx, nil); return err }, "workflow_id"},
-		{"TokenWithoutLease", func() error {
-			b, err := proto.Marshal(&durablev1.TaskToken{WorkflowId: "wf", ActivityId: "1", Attempt: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = s.RecordHeartbeat(ctx, &durablev1.HeartbeatRequest{TaskToken: b})
+		{"NilRedriveMany", func() error {
+			_, err := s.RedriveDeadLetters(ctx, &durablev1.RedriveDeadLettersRequest{Rate: -1})
 			return err
-		}, "task_token"},
-		{"TokenWithUnknownFields", func() error {
-			b := append(token(t, "wf", "1"), 0x78, 0x01) // field 15, varint 1
-			_, err := s.RecordHeartbeat(ctx, &durablev1.HeartbeatRequest{TaskToken: b})
+		}, "rate"},
+		{"ReasonWithNewline", func() error {
+			_, err := s.RedriveDeadLetter(ctx, &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf", ActivityId: "1", Reason: "a\nfake log line"})
 			return err
-		}, "task_token"},
+		}, "reason"},
 	}
 	for _, tc := range calls {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"math"
+
+	"github.com/tinyllm/durable/engine"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -51,6 +54,56 @@ func (v validator) redriveDeadLetter(r *durablev1.RedriveDeadLetterRequest) erro
 	return first(
 		func() error { return v.id("workflow_id", r.GetWorkflowId()) },
 		func() error { return v.id("activity_id", r.GetActivityId()) },
+		func() error { return v.reason("reason", r.GetReason()) },
+	)
+}
+
+func (v validator) redriveDeadLetters(r *durablev1.RedriveDeadLettersRequest) error {
+	return first(
+		func() error { return v.text("filter.workflow_id", r.GetFilter().GetWorkflowId()) },
+		func() error { return v.text("filter.activity_type", r.GetFilter().GetActivityType()) },
+		func() error { return v.text("filter.failure_type", r.GetFilter().GetFailureType()) },
+		func() error {
+			f := r.GetFilter()
+			if len(r.GetActivities()) > 0 && (f.GetWorkflowId() != "" || f.GetActivityType() != "" || f.GetFailureType() != "") {
+				return invalidf("activities", "give a filter or a list of activities, not both")
+			}
+			if n := len(r.GetActivities()); n > maxRedriveList {
+				return invalidf("activities", "must have at most %d entries, got %d", maxRedriveList, n)
+			}
+			return nil
+		},
+		func() error {
+			for i, a := range r.GetActivities() {
+				if err := v.id(field(index("activities", i), "workflow_id"), a.GetWorkflowId()); err != nil {
+					return err
+				}
+				if err := v.id(field(index("activities", i), "activity_id"), a.GetActivityId()); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		func() error {
+			if rate := r.GetRate(); math.IsNaN(rate) || rate < 0 || rate > maxRedriveRate {
+				return invalidf("rate", "must be in [0, %d] letters per second (0 means %d), got %v", maxRedriveRate, engine.DefaultRedriveRate, rate)
+			}
+			return nil
+		},
+		func() error { return v.reason("reason", r.GetReason()) },
+	)
+}
+
+func (v validator) listAuditRecords(r *durablev1.ListAuditRecordsRequest) error {
+	return first(
+		func() error {
+			if s := r.GetSince(); s != nil && s.CheckValid() != nil {
+				return invalidf("since", "is not a valid timestamp")
+			}
+			return nil
+		},
+		func() error { return v.pageSize("page_size", r.GetPageSize()) },
+		func() error { return v.pageToken("next_page_token", r.GetNextPageToken()) },
 	)
 }
 
@@ -63,7 +116,7 @@ func (v validator) pollWorkflowTask(r *durablev1.PollWorkflowTaskRequest) error 
 
 func (v validator) completeWorkflowTask(r *durablev1.CompleteWorkflowTaskRequest) error {
 	return first(
-		func() error { return v.taskToken("task_token", r.GetTaskToken(), workflowToken) },
+		func() error { return v.taskToken("task_token", r.GetTaskToken()) },
 		func() error { return v.text("identity", r.GetIdentity()) },
 		func() error { return v.commands(r.GetCommands()) },
 	)
@@ -71,7 +124,7 @@ func (v validator) completeWorkflowTask(r *durablev1.CompleteWorkflowTaskRequest
 
 func (v validator) failWorkflowTask(r *durablev1.FailWorkflowTaskRequest) error {
 	return first(
-		func() error { return v.taskToken("task_token", r.GetTaskToken(), workflowToken) },
+		func() error { return v.taskToken("task_token", r.GetTaskToken()) },
 		func() error { return v.text("identity", r.GetIdentity()) },
 		func() error { return v.failure("failure", r.GetFailure()) },
 	)
@@ -92,7 +145,7 @@ func (v validator) pollActivityTask(r *durablev1.PollActivityTaskRequest) error 
 
 func (v validator) completeActivityTask(r *durablev1.CompleteActivityTaskRequest) error {
 	return first(
-		func() error { return v.taskToken("task_token", r.GetTaskToken(), activityToken) },
+		func() error { return v.taskToken("task_token", r.GetTaskToken()) },
 		func() error { return v.text("identity", r.GetIdentity()) },
 		func() error { return v.payload("result", len(r.GetResult())) },
 	)
@@ -100,7 +153,7 @@ func (v validator) completeActivityTask(r *durablev1.CompleteActivityTaskRequest
 
 func (v validator) failActivityTask(r *durablev1.FailActivityRequest) error {
 	return first(
-		func() error { return v.taskToken("task_token", r.GetTaskToken(), activityToken) },
+		func() error { return v.taskToken("task_token", r.GetTaskToken()) },
 		func() error { return v.text("identity", r.GetIdentity()) },
 		func() error { return v.failure("failure", r.GetFailure()) },
 	)
@@ -108,7 +161,7 @@ func (v validator) failActivityTask(r *durablev1.FailActivityRequest) error {
 
 func (v validator) recordHeartbeat(r *durablev1.HeartbeatRequest) error {
 	return first(
-		func() error { return v.taskToken("task_token", r.GetTaskToken(), activityToken) },
+		func() error { return v.taskToken("task_token", r.GetTaskToken()) },
 		func() error { return v.text("identity", r.GetIdentity()) },
 		func() error { return v.payload("details", len(r.GetDetails())) },
 	)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -22,8 +23,19 @@ type Options struct {
 	// DefaultMaxPayload.
 	MaxPayload int
 	// Logger receives errors the server could not map to a status code other
-	// than Internal; default slog.Default().
+	// than Internal, and refused calls; default slog.Default().
 	Logger *slog.Logger
+	// Auth authenticates every call and decides what its principal may do.
+	// Nil means no auth: every call runs as LocalPrincipal, an operator,
+	// which is only safe on loopback.
+	Auth *Auth
+	// TokenKey is the key task tokens are sealed with, TokenKeySize bytes;
+	// default a random key for this Server only, so its tokens die with it.
+	// durabled keeps its key in the data directory (LoadTokenKey).
+	TokenKey []byte
+	// Metrics, when set, counts every RPC by method and code and reads the
+	// engine's gauges. Give the same Metrics to the engine as its Observer.
+	Metrics *Metrics
 }
 
 func (o Options) withDefaults() Options {
@@ -33,38 +45,72 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if len(o.TokenKey) == 0 {
+		o.TokenKey = NewTokenKey()
+	}
 	return o
 }
 
 // Server implements durablev1.DurableServer over an engine. Create it with New
-// and attach it to a grpc.Server with Register.
+// and serve it with NewGRPCServer.
 type Server struct {
 	durablev1.UnimplementedDurableServer
 
-	engine *engine.Engine
-	opts   Options
+	engine    *engine.Engine
+	opts      Options
+	deniedLog onceASecond
 }
 
-// New returns a Server that validates requests and hands them to e.
+// New returns a Server that authenticates, authorizes and validates requests
+// and hands them to e.
 func New(e *engine.Engine, opts Options) *Server {
-	return &Server{engine: e, opts: opts.withDefaults()}
+	s := &Server{engine: e, opts: opts.withDefaults()}
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.attach(e)
+	}
+	return s
 }
 
-// Register attaches the Durable service to r, typically a *grpc.Server built
-// with GRPCOptions.
+// NewGRPCServer returns a grpc.Server that serves the Durable service:
+// metrics (when configured) and authentication run before every handler of
+// every service on it, and its limits match the Options. extra adds options,
+// such as TLS credentials. Register health and, if wanted, reflection on the
+// result before serving; health stays open to callers without credentials.
+func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
+	unary := []grpc.UnaryServerInterceptor{}
+	stream := []grpc.StreamServerInterceptor{}
+	if m := s.opts.Metrics; m != nil {
+		u, st := m.interceptors()
+		unary, stream = append(unary, u), append(stream, st)
+	}
+	unary = append(unary, s.unaryInterceptor)
+	stream = append(stream, s.streamInterceptor)
+	opts := append(grpcOptions(s.opts),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	)
+	gs := grpc.NewServer(append(opts, extra...)...)
+	durablev1.RegisterDurableServer(gs, s)
+	if m := s.opts.Metrics; m != nil {
+		m.rpc.InitializeMetrics(gs)
+	}
+	return gs
+}
+
+// Register attaches the Durable service to r without the interceptors of
+// NewGRPCServer: with Options.Auth set, every call is then refused.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
 	durablev1.RegisterDurableServer(r, s)
 }
 
-// GRPCOptions returns the grpc.Server options that match opts. The receive
+// grpcOptions returns the grpc.Server options that match opts. The receive
 // limit leaves room for several payloads of MaxPayload in one message (a
 // workflow task completion carries one input per command) plus the rest of
 // the message, so the per-field check, not the transport, is what rejects an
 // oversized payload with a message naming the field. Keepalive pings find
 // connections of vanished workers that hold long polls, and clients may ping
 // every 10 s without being cut off.
-func GRPCOptions(opts Options) []grpc.ServerOption {
-	opts = opts.withDefaults()
+func grpcOptions(opts Options) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxRecvMsgSize(opts.MaxPayload)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
@@ -81,4 +127,27 @@ func maxRecvMsgSize(maxPayload int) int {
 		return limit
 	}
 	return 4*maxPayload + headroom
+}
+
+// onceASecond lets an event through at most once a second and counts the
+// ones it held back.
+type onceASecond struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether to log now, and how many were held back since the
+// last time it did.
+func (o *onceASecond) allow() (int, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now()
+	if now.Sub(o.last) < time.Second {
+		o.suppressed++
+		return 0, false
+	}
+	n := o.suppressed
+	o.last, o.suppressed = now, 0
+	return n, true
 }

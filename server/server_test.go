@@ -71,9 +71,8 @@ func serve() (durablev1.DurableClient, func(), error) {
 		return nil, nil, err
 	}
 	// Internal errors are logged; let them show in the test output.
-	opts := Options{MaxPayload: testMaxPayload, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
-	gs := grpc.NewServer(GRPCOptions(opts)...)
-	New(e, opts).Register(gs)
+	opts := Options{MaxPayload: testMaxPayload, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), TokenKey: testTokenKey}
+	gs := New(e, opts).NewGRPCServer()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.Close()
@@ -103,14 +102,19 @@ var ids atomic.Int64
 // tests (and -count repetitions) on the shared server never collide.
 func uid(prefix string) string { return prefix + "-" + strconv.FormatInt(ids.Add(1), 10) }
 
-// token marshals a task token; activityID "" makes a workflow task token.
+// testTokenKey is the token key of the shared server, so tests can seal
+// tokens of their own.
+var testTokenKey = []byte("0123456789abcdef0123456789abcdef")
+
+// token seals a task token for the local principal, as the shared server
+// would; activityID "" makes a workflow task token.
 func token(t *testing.T, workflowID, activityID string) []byte {
 	t.Helper()
 	b, err := proto.Marshal(&durablev1.TaskToken{WorkflowId: workflowID, ActivityId: activityID, Attempt: 1, LeaseId: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return sealToken(testTokenKey, LocalPrincipal.Name, b)
 }
 
 // badInput is one row of a per-RPC table: the request, the code it must get,
@@ -218,7 +222,7 @@ func TestGRPCOptionsLeaveRoomForSeveralPayloads(t *testing.T) {
 			t.Errorf("maxRecvMsgSize(%d) = %d, want %d", tc.payload, got, tc.want)
 		}
 	}
-	if n := len(GRPCOptions(Options{})); n == 0 {
-		t.Error("GRPCOptions returned no options")
+	if n := len(grpcOptions(Options{})); n == 0 {
+		t.Error("grpcOptions returned no options")
 	}
 }

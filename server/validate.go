@@ -8,7 +8,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
@@ -32,9 +31,15 @@ const (
 	maxCommands = 1000
 	// maxNonRetryable bounds RetryPolicy.non_retryable.
 	maxNonRetryable = 100
-	// maxTokenLen bounds task tokens and page tokens: room for two ids and
-	// a few integers.
+	// maxTokenLen bounds task tokens and page tokens: room for two ids, a
+	// principal, a few integers and a MAC.
 	maxTokenLen = 4 * maxIDLen
+	// maxReasonLen bounds the reason an operator gives for an action.
+	maxReasonLen = 2000
+	// maxRedriveList bounds the activities one bulk redrive lists.
+	maxRedriveList = 100000
+	// maxRedriveRate bounds the letters per second of a bulk redrive.
+	maxRedriveRate = 100000
 )
 
 // validator checks one request against the payload bound. Its methods take
@@ -63,6 +68,11 @@ func (v validator) text(path, s string) error {
 	if len(s) > maxIDLen {
 		return invalidf(path, "must be at most %d bytes, got %d", maxIDLen, len(s))
 	}
+	return v.textUnbounded(path, s)
+}
+
+// textUnbounded checks that s is UTF-8 without control characters.
+func (v validator) textUnbounded(path, s string) error {
 	if !utf8.ValidString(s) {
 		return invalidf(path, "must be valid UTF-8")
 	}
@@ -133,49 +143,24 @@ func (v validator) pageToken(path string, b []byte) error {
 	return nil
 }
 
-// tokenKind says which kind of task a token must name.
-type tokenKind int
-
-const (
-	workflowToken tokenKind = iota
-	activityToken
-)
-
-// taskToken checks that b is a marshaled TaskToken of the expected kind with
-// well-formed ids. The engine decides whether the lease it names is live.
-func (v validator) taskToken(path string, b []byte, kind tokenKind) error {
+// taskToken checks that a task token is present and not absurdly long; its
+// seal and contents are checked by open and the engine.
+func (v validator) taskToken(path string, b []byte) error {
 	if len(b) == 0 {
 		return invalidf(path, "is required")
 	}
 	if len(b) > maxTokenLen {
 		return invalidf(path, "is malformed: longer than %d bytes", maxTokenLen)
 	}
-	var tok durablev1.TaskToken
-	if err := proto.Unmarshal(b, &tok); err != nil {
-		return invalidf(path, "is malformed: not a task token")
-	}
-	if len(tok.ProtoReflect().GetUnknown()) > 0 {
-		return invalidf(path, "is malformed: not a task token")
-	}
-	if tok.GetWorkflowId() == "" {
-		return invalidf(path, "is malformed: no workflow_id")
-	}
-	if err := v.text(path, tok.GetWorkflowId()); err != nil {
-		return invalidf(path, "is malformed: bad workflow_id")
-	}
-	if err := v.text(path, tok.GetActivityId()); err != nil {
-		return invalidf(path, "is malformed: bad activity_id")
-	}
-	if tok.GetAttempt() < 0 || tok.GetLeaseId() <= 0 {
-		return invalidf(path, "is malformed: no lease")
-	}
-	switch {
-	case kind == activityToken && tok.GetActivityId() == "":
-		return invalidf(path, "names a workflow task, not an activity task")
-	case kind == workflowToken && tok.GetActivityId() != "":
-		return invalidf(path, "names an activity task, not a workflow task")
-	}
 	return nil
+}
+
+// reason checks an operator's reason: optional, bounded, printable text.
+func (v validator) reason(path, s string) error {
+	if len(s) > maxReasonLen {
+		return invalidf(path, "must be at most %d bytes, got %d", maxReasonLen, len(s))
+	}
+	return v.textUnbounded(path, s)
 }
 
 // failure checks an optional Failure.

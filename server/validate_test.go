@@ -153,7 +153,7 @@ func TestCompleteWorkflowTask_BadInput(t *testing.T) {
 	const ret = "commands[1].activity_options.retry_policy."
 	runBadInputs(t, c.CompleteWorkflowTask, []badInput[*durablev1.CompleteWorkflowTaskRequest]{
 		{"MissingTaskToken", &durablev1.CompleteWorkflowTaskRequest{}, codes.InvalidArgument, "task_token"},
-		{"GarbageTaskToken", &durablev1.CompleteWorkflowTaskRequest{TaskToken: garbage}, codes.InvalidArgument, "task_token"},
+		{"GarbageTaskToken", &durablev1.CompleteWorkflowTaskRequest{TaskToken: garbage}, codes.FailedPrecondition, ""},
 		{"TokenWithoutWorkflowID", &durablev1.CompleteWorkflowTaskRequest{TaskToken: token(t, "", "")}, codes.InvalidArgument, "task_token"},
 		{"ActivityTokenForWorkflowTask", &durablev1.CompleteWorkflowTaskRequest{TaskToken: token(t, "wf", "1")}, codes.InvalidArgument, "task_token"},
 		{"TokenTooLong", &durablev1.CompleteWorkflowTaskRequest{TaskToken: longToken}, codes.InvalidArgument, "task_token"},
@@ -205,7 +205,7 @@ func TestFailWorkflowTask_BadInput(t *testing.T) {
 	tok := token(t, "wf-none", "")
 	runBadInputs(t, c.FailWorkflowTask, []badInput[*durablev1.FailWorkflowTaskRequest]{
 		{"MissingTaskToken", &durablev1.FailWorkflowTaskRequest{}, codes.InvalidArgument, "task_token"},
-		{"GarbageTaskToken", &durablev1.FailWorkflowTaskRequest{TaskToken: garbage}, codes.InvalidArgument, "task_token"},
+		{"GarbageTaskToken", &durablev1.FailWorkflowTaskRequest{TaskToken: garbage}, codes.FailedPrecondition, ""},
 		{"FailureTypeTooLong", &durablev1.FailWorkflowTaskRequest{TaskToken: tok, Failure: &durablev1.Failure{Type: longID}}, codes.InvalidArgument, "failure.type"},
 		{"FailureDetailsOverLimit", &durablev1.FailWorkflowTaskRequest{TaskToken: tok, Failure: &durablev1.Failure{Details: over(testMaxPayload)}}, codes.InvalidArgument, "failure.details"},
 		{"UnknownWorkflow", &durablev1.FailWorkflowTaskRequest{TaskToken: tok, Failure: &durablev1.Failure{Type: "Panic"}}, codes.NotFound, ""},
@@ -218,7 +218,7 @@ func TestCompleteActivityTask_BadInput(t *testing.T) {
 	tok := token(t, "wf-none", "1")
 	runBadInputs(t, c.CompleteActivityTask, []badInput[*durablev1.CompleteActivityTaskRequest]{
 		{"MissingTaskToken", &durablev1.CompleteActivityTaskRequest{}, codes.InvalidArgument, "task_token"},
-		{"GarbageTaskToken", &durablev1.CompleteActivityTaskRequest{TaskToken: garbage}, codes.InvalidArgument, "task_token"},
+		{"GarbageTaskToken", &durablev1.CompleteActivityTaskRequest{TaskToken: garbage}, codes.FailedPrecondition, ""},
 		{"WorkflowTokenForActivityTask", &durablev1.CompleteActivityTaskRequest{TaskToken: token(t, "wf", "")}, codes.InvalidArgument, "task_token"},
 		{"ResultOverLimit", &durablev1.CompleteActivityTaskRequest{TaskToken: tok, Result: over(testMaxPayload)}, codes.InvalidArgument, "result"},
 		{"UnknownWorkflow", &durablev1.CompleteActivityTaskRequest{TaskToken: tok}, codes.NotFound, ""},
@@ -231,7 +231,7 @@ func TestFailActivityTask_BadInput(t *testing.T) {
 	tok := token(t, "wf-none", "1")
 	runBadInputs(t, c.FailActivityTask, []badInput[*durablev1.FailActivityRequest]{
 		{"MissingTaskToken", &durablev1.FailActivityRequest{}, codes.InvalidArgument, "task_token"},
-		{"GarbageTaskToken", &durablev1.FailActivityRequest{TaskToken: garbage}, codes.InvalidArgument, "task_token"},
+		{"GarbageTaskToken", &durablev1.FailActivityRequest{TaskToken: garbage}, codes.FailedPrecondition, ""},
 		{"TokenWithoutWorkflowID", &durablev1.FailActivityRequest{TaskToken: token(t, "", "1")}, codes.InvalidArgument, "task_token"},
 		{"FailureTypeControlChar", &durablev1.FailActivityRequest{TaskToken: tok, Failure: &durablev1.Failure{Type: "E\n"}}, codes.InvalidArgument, "failure.type"},
 		{"FailureMessageOverLimit", &durablev1.FailActivityRequest{TaskToken: tok, Failure: &durablev1.Failure{Message: strings.Repeat("x", testMaxPayload+1)}}, codes.InvalidArgument, "failure.message"},
@@ -246,7 +246,7 @@ func TestRecordHeartbeat_BadInput(t *testing.T) {
 	tok := token(t, "wf-none", "1")
 	runBadInputs(t, c.RecordHeartbeat, []badInput[*durablev1.HeartbeatRequest]{
 		{"MissingTaskToken", &durablev1.HeartbeatRequest{}, codes.InvalidArgument, "task_token"},
-		{"GarbageTaskToken", &durablev1.HeartbeatRequest{TaskToken: garbage}, codes.InvalidArgument, "task_token"},
+		{"GarbageTaskToken", &durablev1.HeartbeatRequest{TaskToken: garbage}, codes.FailedPrecondition, ""},
 		{"WorkflowTokenForActivityTask", &durablev1.HeartbeatRequest{TaskToken: token(t, "wf", "")}, codes.InvalidArgument, "task_token"},
 		{"DetailsOverLimit", &durablev1.HeartbeatRequest{TaskToken: tok, Details: over(testMaxPayload)}, codes.InvalidArgument, "details"},
 		{"IdentityTooLong", &durablev1.HeartbeatRequest{TaskToken: tok, Identity: longID}, codes.InvalidArgument, "identity"},

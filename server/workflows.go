@@ -19,10 +19,14 @@ func reply[T any](s *Server, ctx context.Context, method string, resp *T, err er
 	return resp, nil
 }
 
-// StartWorkflow validates the ids and input and creates the workflow.
+// StartWorkflow validates the ids and input and creates the workflow; a
+// worker may start workflows only on its own task queues.
 func (s *Server) StartWorkflow(ctx context.Context, req *durablev1.StartWorkflowRequest) (*durablev1.StartWorkflowResponse, error) {
 	if err := s.check().startWorkflow(req); err != nil {
 		return nil, s.toStatus(ctx, "StartWorkflow", err)
+	}
+	if err := s.checkQueue(ctx, "StartWorkflow", req.GetTaskQueue()); err != nil {
+		return nil, err
 	}
 	resp, err := s.engine.StartWorkflow(ctx, req)
 	return reply(s, ctx, "StartWorkflow", resp, err)
@@ -60,15 +64,40 @@ func (s *Server) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 	if err := s.check().pollWorkflowTask(req); err != nil {
 		return nil, s.toStatus(ctx, "PollWorkflowTask", err)
 	}
+	if err := s.checkQueue(ctx, "PollWorkflowTask", req.GetTaskQueue()); err != nil {
+		return nil, err
+	}
 	resp, err := s.engine.PollWorkflowTask(ctx, req)
-	return reply(s, ctx, "PollWorkflowTask", resp, err)
+	if err != nil {
+		return nil, s.toStatus(ctx, "PollWorkflowTask", err)
+	}
+	if len(resp.GetTaskToken()) > 0 {
+		if resp.TaskToken, err = s.seal(ctx, resp.GetTaskToken()); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
 }
 
-// CompleteWorkflowTask validates every command and applies them.
+// CompleteWorkflowTask validates every command and applies them. A worker
+// limited to some task queues may schedule activities only on those (an
+// activity without a queue runs on the workflow's, which it polled).
 func (s *Server) CompleteWorkflowTask(ctx context.Context, req *durablev1.CompleteWorkflowTaskRequest) (*durablev1.Empty, error) {
 	if err := s.check().completeWorkflowTask(req); err != nil {
 		return nil, s.toStatus(ctx, "CompleteWorkflowTask", err)
 	}
+	for _, c := range req.GetCommands() {
+		if q := c.GetActivityOptions().GetTaskQueue(); q != "" {
+			if err := s.checkQueue(ctx, "CompleteWorkflowTask", q); err != nil {
+				return nil, err
+			}
+		}
+	}
+	body, err := s.open(ctx, req.GetTaskToken())
+	if err != nil {
+		return nil, err
+	}
+	req.TaskToken = body
 	resp, err := s.engine.CompleteWorkflowTask(ctx, req)
 	return reply(s, ctx, "CompleteWorkflowTask", resp, err)
 }
@@ -78,6 +107,11 @@ func (s *Server) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkfl
 	if err := s.check().failWorkflowTask(req); err != nil {
 		return nil, s.toStatus(ctx, "FailWorkflowTask", err)
 	}
+	body, err := s.open(ctx, req.GetTaskToken())
+	if err != nil {
+		return nil, err
+	}
+	req.TaskToken = body
 	resp, err := s.engine.FailWorkflowTask(ctx, req)
 	return reply(s, ctx, "FailWorkflowTask", resp, err)
 }

@@ -56,8 +56,7 @@ func serve(cfg config, logger *slog.Logger) (err error) {
 	defer eng.Close() // idempotent; covers the early returns below
 
 	opts := server.Options{MaxPayload: cfg.maxPayload, Logger: logger.With("component", "server")}
-	gs := grpc.NewServer(server.GRPCOptions(opts)...)
-	server.New(eng, opts).Register(gs)
+	gs := server.New(eng, opts).NewGRPCServer()
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)

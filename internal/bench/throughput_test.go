@@ -116,8 +116,7 @@ func startDaemon(b *testing.B) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	gs := grpc.NewServer(server.GRPCOptions(server.Options{})...)
-	server.New(eng, server.Options{Logger: logger}).Register(gs)
+	gs := server.New(eng, server.Options{Logger: logger}).NewGRPCServer()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -9,8 +9,6 @@ import (
 	"net"
 	"testing"
 
-	"google.golang.org/grpc"
-
 	"github.com/tinyllm/durable/engine"
 	"github.com/tinyllm/durable/server"
 	badgerstore "github.com/tinyllm/durable/store/badger"
@@ -34,8 +32,7 @@ func Start(t testing.TB, opts engine.Options) (addr string) {
 		t.Fatalf("testdaemon: new engine: %v", err)
 	}
 	srvOpts := server.Options{Logger: opts.Logger}
-	gs := grpc.NewServer(server.GRPCOptions(srvOpts)...)
-	server.New(eng, srvOpts).Register(gs)
+	gs := server.New(eng, srvOpts).NewGRPCServer()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		eng.Close()

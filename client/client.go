@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -35,6 +35,10 @@ type options struct {
 	converter DataConverter
 	dialOpts  []grpc.DialOption
 	identity  string
+	token     string
+	tls       *TLSFiles
+	tlsConfig *tls.Config
+	err       error // an option that could not be applied
 }
 
 // WithConverter replaces the JSON payload converter.
@@ -66,33 +70,56 @@ type Client struct {
 // Dial connects to the daemon at addr (host:port) and waits until the
 // connection is up. It fails fast, with an error wrapping ErrUnreachable, if
 // the daemon refuses the connection or ctx ends first; without a ctx deadline
-// it waits at most 5 s.
+// it waits at most 5 s. A TLS handshake the daemon refuses (or that finds a
+// certificate it cannot verify) is ErrUnreachable too, with the reason.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
-	o := options{converter: JSON}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.identity == "" {
-		o.identity = DefaultIdentity()
-	}
-	dialOpts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// A workflow task carries the whole history, which holds every
-		// input and result: far more than gRPC's default 4 MiB reply.
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
-	}, o.dialOpts...)
-	conn, err := grpc.NewClient(addr, dialOpts...)
+	c, err := New(addr, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
+		return nil, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, dialWait)
 		defer cancel()
 	}
-	if err := waitReady(ctx, conn); err != nil {
-		conn.Close()
+	if err := waitReady(ctx, c.conn); err != nil {
+		c.conn.Close()
 		return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, addr, err)
+	}
+	return c, nil
+}
+
+// New returns a client of the daemon at addr without waiting for it: the
+// connection is made on the first call and remade after failures, so a
+// console can start before its daemon. It fails only on options that cannot
+// be applied, such as TLS files that do not load.
+func New(addr string, opts ...Option) (*Client, error) {
+	o := options{converter: JSON}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.err != nil {
+		return nil, o.err
+	}
+	if o.identity == "" {
+		o.identity = DefaultIdentity()
+	}
+	creds, err := o.transport()
+	if err != nil {
+		return nil, err
+	}
+	dialOpts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		// A workflow task carries the whole history, which holds every
+		// input and result: far more than gRPC's default 4 MiB reply.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
+	}
+	if o.token != "" {
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer(o.token)))
+	}
+	conn, err := grpc.NewClient(addr, append(dialOpts, o.dialOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return &Client{
 		conn:      conn,
@@ -103,7 +130,8 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 }
 
 // waitReady connects and returns once the connection is ready, or an error
-// at the first transient failure (a refused connection) or when ctx ends.
+// at the first transient failure (a refused connection, a failed TLS
+// handshake) or when ctx ends.
 func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 	conn.Connect()
 	for {
@@ -112,7 +140,7 @@ func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 		case connectivity.Ready:
 			return nil
 		case connectivity.TransientFailure:
-			return errors.New("connection failed")
+			return connectError(ctx, conn)
 		case connectivity.Shutdown:
 			return errors.New("connection shut down")
 		}

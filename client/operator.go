@@ -3,6 +3,9 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -79,15 +82,105 @@ func (c *Client) ListDeadLetters(ctx context.Context, f DeadLetterFilter) ([]*du
 	}
 }
 
+// RedriveOption tunes a redrive.
+type RedriveOption func(*redriveOptions)
+
+type redriveOptions struct {
+	reason string
+	rate   float64
+}
+
+// WithReason records why, in the audit log and the ActivityRedriven event.
+func WithReason(reason string) RedriveOption {
+	return func(o *redriveOptions) { o.reason = reason }
+}
+
+// WithRate sets how many letters per second a bulk redrive releases; the
+// daemon's default is 50.
+func WithRate(perSecond float64) RedriveOption {
+	return func(o *redriveOptions) { o.rate = perSecond }
+}
+
+func redriveOpts(opts []RedriveOption) redriveOptions {
+	var o redriveOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
 // Redrive puts a dead-lettered activity back in its queue as attempt 1 and
-// returns its new state. Redriving something that is not dead-lettered fails
+// returns its new state; the daemon records it in its audit log under this
+// client's principal. Redriving something that is not dead-lettered fails
 // with NotFound or FailedPrecondition (see google.golang.org/grpc/status).
-func (c *Client) Redrive(ctx context.Context, workflowID, activityID string) (*durablev1.PendingActivity, error) {
-	resp, err := c.svc.RedriveDeadLetter(ctx, &durablev1.RedriveDeadLetterRequest{WorkflowId: workflowID, ActivityId: activityID})
+func (c *Client) Redrive(ctx context.Context, workflowID, activityID string, opts ...RedriveOption) (*durablev1.PendingActivity, error) {
+	o := redriveOpts(opts)
+	resp, err := c.svc.RedriveDeadLetter(ctx, &durablev1.RedriveDeadLetterRequest{WorkflowId: workflowID, ActivityId: activityID, Reason: o.reason})
 	if err != nil {
 		return nil, fmt.Errorf("redrive %s/%s: %w", workflowID, activityID, err)
 	}
 	return resp.GetActivity(), nil
+}
+
+// RedriveAll has the daemon redrive every dead letter that matches f (the
+// zero filter matches all) at a steady rate (WithRate), and returns when all
+// are back in their queues or ctx ends. One audit record covers the call.
+func (c *Client) RedriveAll(ctx context.Context, f DeadLetterFilter, opts ...RedriveOption) (*durablev1.RedriveDeadLettersResponse, error) {
+	o := redriveOpts(opts)
+	resp, err := c.svc.RedriveDeadLetters(ctx, &durablev1.RedriveDeadLettersRequest{
+		Filter: f.proto(), Rate: o.rate, Reason: o.reason,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redrive dead letters: %w", err)
+	}
+	return resp, nil
+}
+
+// RedriveList is RedriveAll for exactly the letters listed, as a console
+// that showed them to an operator sends them.
+func (c *Client) RedriveList(ctx context.Context, refs []*durablev1.ActivityRef, opts ...RedriveOption) (*durablev1.RedriveDeadLettersResponse, error) {
+	o := redriveOpts(opts)
+	resp, err := c.svc.RedriveDeadLetters(ctx, &durablev1.RedriveDeadLettersRequest{Activities: refs, Rate: o.rate, Reason: o.reason})
+	if err != nil {
+		return nil, fmt.Errorf("redrive dead letters: %w", err)
+	}
+	return resp, nil
+}
+
+func (f DeadLetterFilter) proto() *durablev1.DeadLetterFilter {
+	return &durablev1.DeadLetterFilter{WorkflowId: f.WorkflowID, ActivityType: f.ActivityType, FailureType: f.FailureType}
+}
+
+// AuditQuery narrows AuditLog.
+type AuditQuery struct {
+	// Since, if set, leaves out records older than it.
+	Since time.Time
+	// Limit bounds how many records are returned; 0 means all.
+	Limit int
+}
+
+// AuditLog returns the daemon's audit records of operator actions, newest
+// first, following page tokens.
+func (c *Client) AuditLog(ctx context.Context, q AuditQuery) ([]*durablev1.AuditRecord, error) {
+	var out []*durablev1.AuditRecord
+	req := &durablev1.ListAuditRecordsRequest{PageSize: pageSize}
+	if !q.Since.IsZero() {
+		req.Since = timestamppb.New(q.Since)
+	}
+	for {
+		if q.Limit > 0 {
+			req.PageSize = int32(min(pageSize, q.Limit-len(out)))
+		}
+		resp, err := c.svc.ListAuditRecords(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		out = append(out, resp.GetRecords()...)
+		req.NextPageToken = resp.GetNextPageToken()
+		if len(req.NextPageToken) == 0 || q.Limit > 0 && len(out) >= q.Limit {
+			return out, nil
+		}
+	}
 }
 
 // Stats returns attempt latency percentiles per activity type, the numbers to

@@ -19,15 +19,21 @@ var allowed = map[string][]string{
 	"engine":              {"proto/durable/v1", "activity"},
 	"store/badger":        {"engine", "proto/durable/v1"},
 	"server":              {"engine", "proto/durable/v1"},
-	"client":              {"proto/durable/v1", "activity"},
+	"client":              {"proto/durable/v1", "activity", "internal/tlsfile"},
 	"worker":              {"client", "activity", "proto/durable/v1", "workflow"},
 	"workflow":            {"client", "activity", "proto/durable/v1"},
 	"tui":                 {"client", "proto/durable/v1", "activity"},
 	"demo":                {"activity", "client", "worker", "workflow", "proto/durable/v1", "demo/"},
 	"demo/":               {"activity", "client", "worker", "workflow", "proto/durable/v1", "demo/"},
 	"internal/protoc":     {},
+	"internal/tlsfile":    {},
 	"internal/testdaemon": {"engine", "server", "store/badger"},
+	"internal/testcert":   {},
 }
+
+// testOnly are helper packages for tests; no package's own code may import
+// them.
+var testOnly = []string{"internal/testdaemon", "internal/testcert"}
 
 func TestImportsPointDown(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").Output()
@@ -37,12 +43,14 @@ func TestImportsPointDown(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
 		pkg := strings.TrimPrefix(fields[0], module)
-		if strings.HasPrefix(pkg, "cmd/") {
-			for _, imp := range fields[1:] {
-				if imp == module+"internal/testdaemon" {
-					t.Errorf("%s imports the test helper internal/testdaemon", pkg)
+		for _, imp := range fields[1:] {
+			for _, helper := range testOnly {
+				if imp == module+helper {
+					t.Errorf("%s imports the test helper %s", pkg, helper)
 				}
 			}
+		}
+		if strings.HasPrefix(pkg, "cmd/") {
 			continue
 		}
 		rules, ok := rulesFor(pkg)

@@ -1,7 +1,8 @@
-// Package testdaemon runs a durable daemon inside a test process: the real
-// engine over an in-memory Badger store, served over gRPC on a free local
-// port. Tests of the SDK, the CLI and the console use it; production code
-// must not import it.
+// Package testdaemon runs durable daemons for tests: Start runs the real
+// engine over an in-memory Badger store inside the test process, served over
+// gRPC on a free local port; Exec runs the durabled binary as a process of its
+// own, for tests that kill it or read its flags. Tests of the SDK, the CLI
+// and the console use it; production code must not import it.
 package testdaemon
 
 import (
@@ -19,6 +20,13 @@ import (
 // defaults to a logger that discards, to keep test output readable.
 func Start(t testing.TB, opts engine.Options) (addr string) {
 	t.Helper()
+	return StartServer(t, opts, server.Options{})
+}
+
+// StartServer is Start with server options, such as an Auth of test
+// principals.
+func StartServer(t testing.TB, opts engine.Options, srvOpts server.Options) (addr string) {
+	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -31,7 +39,9 @@ func Start(t testing.TB, opts engine.Options) (addr string) {
 		st.Close()
 		t.Fatalf("testdaemon: new engine: %v", err)
 	}
-	srvOpts := server.Options{Logger: opts.Logger}
+	if srvOpts.Logger == nil {
+		srvOpts.Logger = opts.Logger
+	}
 	gs := server.New(eng, srvOpts).NewGRPCServer()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

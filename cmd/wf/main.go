@@ -3,23 +3,23 @@
 // letters, follow the live change stream and read activity latency stats.
 //
 // Every command prints aligned tables for people and, with --json, one JSON
-// document for scripts. Exit codes: 0 ok, 1 the operation failed, 2 usage
-// error, 3 the daemon is unreachable.
+// document for scripts. Exit codes: 0 ok, 1 the operation failed (a call the
+// daemon refused included), 2 usage error, 3 the daemon is unreachable.
+//
+// Where the daemon is and how to authenticate to it (address, bearer token,
+// TLS) come from the flags of client.Connection, each defaulting to its
+// DURABLE_* environment variable, so that one set of variables configures
+// wf, wfui and workers alike.
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/tinyllm/durable/client"
 )
@@ -45,16 +45,27 @@ func main() {
 
 // globals are the flags every command accepts, before or after its name.
 type globals struct {
-	addr    string
+	// conn is where the daemon is and how to authenticate to it.
+	conn    client.Connection
 	json    bool
 	timeout time.Duration
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.addr, "addr", g.addr, "daemon address host:port (env DURABLE_ADDR)")
+	g.conn.RegisterFlags(fs)
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON document for scripts instead of tables")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up after this long (0: 30s, or no limit for watch and start --wait)")
 }
+
+// globalFlags names the global flags, so that a command's --help can list
+// its own flags apart from them.
+var globalFlags = func() map[string]bool {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	new(globals).register(fs)
+	names := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { names[f.Name] = true })
+	return names
+}()
 
 // cli is one invocation: where output goes and the global flags.
 type cli struct {
@@ -91,11 +102,29 @@ Usage:
 Commands:
 %s
 Global flags (accepted before or after the command):
-  --addr HOST:PORT   daemon address (default %s, env DURABLE_ADDR)
-  --json             one JSON document for scripts instead of tables
-  --timeout D        give up after D (default 30s; watch and start --wait: no limit)
+  --addr HOST:PORT         daemon address (default %s)
+  --token TOKEN            bearer token naming your principal, for a daemon
+                           run with --auth; prefer DURABLE_TOKEN, which stays
+                           out of the process list
+  --token-file FILE        read the token from FILE (a mounted secret)
+  --tls                    connect with TLS, verifying the daemon against the
+                           system's roots; implied by any --tls-* flag
+  --tls-ca FILE            PEM of the CA that signed the daemon's certificate
+  --tls-cert FILE          PEM of your client certificate, for a daemon that
+  --tls-key FILE           requires one, and its private key
+  --tls-server-name NAME   name to verify the daemon's certificate against,
+                           when it is not the host in --addr
+  --json                   one JSON document for scripts instead of tables
+  --timeout D              give up after D (default 30s; watch and start
+                           --wait: no limit)
 
-Exit codes: 0 ok, 1 operation failed, 2 usage error, 3 daemon unreachable.
+Environment (flags win):
+  DURABLE_ADDR  DURABLE_TOKEN  DURABLE_TOKEN_FILE  DURABLE_TLS=1
+  DURABLE_TLS_CA  DURABLE_TLS_CERT  DURABLE_TLS_KEY  DURABLE_TLS_SERVER_NAME
+
+Exit codes: 0 ok, 1 operation failed (refused calls included), 2 usage error
+(bad flags, unreadable token or TLS files), 3 daemon unreachable (TLS
+handshake failures included).
 
 Examples:
   wf start FlakyDemo --fail-rate 0.5 --activities 3 --wait
@@ -103,6 +132,11 @@ Examples:
   wf dlq list --activity-type ChargeCard
   wf dlq redrive --all --failure-type Timeout
   wf --json list --status running | jq -r '.workflows[].workflowId'
+
+  # a remote daemon with TLS and auth: set it up once, then every command
+  export DURABLE_ADDR=durable.internal:7345 DURABLE_TLS_CA=/etc/durable/ca.pem
+  export DURABLE_TOKEN_FILE=/run/secrets/durable-token
+  wf dlq list
 
 Run 'wf COMMAND --help' for the flags and examples of a command.
 `
@@ -118,10 +152,7 @@ func printMainUsage(w io.Writer) {
 // run is wf with its arguments and outputs; it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	c := &cli{stdout: stdout, stderr: stderr}
-	c.g.addr = client.DefaultAddr
-	if env := getenv("DURABLE_ADDR"); env != "" {
-		c.g.addr = env
-	}
+	c.g.conn = client.ConnectionFromEnv(getenv)
 	fs := flag.NewFlagSet("wf", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.g.register(fs)
@@ -173,13 +204,31 @@ func (c *cli) flagSet(name, usage string) *flag.FlagSet {
 	fs.Usage = func() {} // parse prints help on --help and one line on errors
 	c.help = func() {
 		fmt.Fprint(c.stdout, strings.TrimLeft(usage, "\n"))
-		fmt.Fprintln(c.stdout, "\nFlags:")
-		fs.SetOutput(c.stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+		printOwnFlags(c.stdout, fs)
+		fmt.Fprintln(c.stdout, "\nGlobal flags: --addr, --token, --token-file, --tls, --tls-ca, --tls-cert,\n--tls-key, --tls-server-name, --json, --timeout (see 'wf --help').")
 	}
 	c.g.register(fs)
 	return fs
+}
+
+// printOwnFlags prints the flags of fs that are not global, as PrintDefaults
+// would, under "Flags:"; nothing if there are none.
+func printOwnFlags(w io.Writer, fs *flag.FlagSet) {
+	own := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !globalFlags[f.Name] {
+			own.Var(f.Value, f.Name, f.Usage)
+			own.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	n := 0
+	own.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nFlags:")
+	own.SetOutput(w)
+	own.PrintDefaults()
 }
 
 // parse parses args with flags and positional arguments in any order and
@@ -209,75 +258,4 @@ func (c *cli) parse(fs *flag.FlagSet, cmd string, args []string) ([]string, int)
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
-}
-
-// context returns the context a command runs under: --timeout if given, else
-// defaultTimeout, or no limit when unbounded is true (watch, start --wait).
-func (c *cli) context(unbounded bool) (context.Context, context.CancelFunc) {
-	switch {
-	case c.g.timeout > 0:
-		return context.WithTimeout(context.Background(), c.g.timeout)
-	case unbounded:
-		return context.WithCancel(context.Background())
-	default:
-		return context.WithTimeout(context.Background(), defaultTimeout)
-	}
-}
-
-// connect is the start of every command that talks to the daemon: the
-// command's context (see context) and a client. On success the caller defers
-// done; otherwise code is the exit code to return.
-func (c *cli) connect(unbounded bool) (ctx context.Context, cl *client.Client, done func(), code int) {
-	ctx, cancel := c.context(unbounded)
-	cl, code = c.dial(ctx)
-	if code >= 0 {
-		cancel()
-		return nil, nil, nil, code
-	}
-	return ctx, cl, func() { cl.Close(); cancel() }, -1
-}
-
-// dial connects to the daemon; on failure it reports and returns the exit code.
-func (c *cli) dial(ctx context.Context) (*client.Client, int) {
-	dctx := ctx
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		dctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-	}
-	cl, err := client.Dial(dctx, c.g.addr)
-	if err != nil {
-		return nil, c.fail(err)
-	}
-	return cl, -1
-}
-
-// rpcPrefix is the noise gRPC puts in front of a status message.
-var rpcPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
-
-// fail prints err as one line on stderr and returns its exit code.
-func (c *cli) fail(err error) int {
-	code := exitCode(err)
-	msg := rpcPrefix.ReplaceAllString(err.Error(), "")
-	switch {
-	case code == exitUnreachable:
-		msg += " (is durabled running? set --addr or DURABLE_ADDR)"
-	default:
-		if s, ok := status.FromError(err); ok && s.Code() != codes.Unknown && s.Code() != codes.OK {
-			msg += " (" + s.Code().String() + ")"
-		}
-	}
-	fmt.Fprintf(c.stderr, "wf: %s\n", msg)
-	return code
-}
-
-// exitCode maps an error to the exit code scripts see.
-func exitCode(err error) int {
-	if errors.Is(err, client.ErrUnreachable) {
-		return exitUnreachable
-	}
-	if s, ok := status.FromError(err); ok && s.Code() == codes.Unavailable {
-		return exitUnreachable
-	}
-	return exitFailed
 }

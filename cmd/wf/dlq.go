@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/tinyllm/durable/client"
@@ -13,12 +17,24 @@ import (
 )
 
 const dlqUsage = `Usage: wf dlq list [filters]
-       wf dlq redrive WORKFLOW_ID ACTIVITY_ID
-       wf dlq redrive --all [filters] [--rate N]
+       wf dlq redrive WORKFLOW_ID ACTIVITY_ID [--reason R]
+       wf dlq redrive --all [filters] [--rate N] [--reason R]
 
 Dead letters are activities whose attempts (or schedule-to-close budget) ran
 out. Their workflows keep waiting; once the cause is fixed, a redrive puts the
 activity back in its queue as attempt 1 and the workflow carries on.
+
+With --all the daemon takes every letter that matches the filters when the
+call starts and releases them at a steady rate (--rate per second; the
+daemon's default is 50), so that recovering workers are not hit by a herd.
+wf waits until the last one is out, with no time limit unless --timeout is
+given; Ctrl-C or --timeout stops the daemon releasing more.
+
+Every redrive is written to the daemon's audit log in the same transaction:
+who (your principal and role), when, what was selected, how many went out
+and why. --reason is the why: name the incident or the fix, for whoever reads
+'wf audit' later. A bulk redrive is one record, counting letters as they go;
+one cut short shows how far it got.
 
 Filters (both subcommands):
   --workflow ID          only this workflow
@@ -27,9 +43,10 @@ Filters (both subcommands):
 
 Examples:
   wf dlq list
-  wf dlq list --activity-type ChargeCard --json | jq length
-  wf dlq redrive order-42 3
-  wf dlq redrive --all --failure-type Timeout --rate 20
+  wf dlq list --activity-type ChargeCard --json | jq '.deadLetters | length'
+  wf dlq redrive order-42 3 --reason "INC-1234: card limit raised"
+  wf dlq redrive --all --failure-type Timeout --rate 20 --reason "INC-1234: card API back"
+  wf audit --since 1h
 `
 
 func (c *cli) dlq(args []string) int {
@@ -101,8 +118,22 @@ func (c *cli) dlqList(args []string) int {
 
 // redriveDoc is the --json document of dlq redrive.
 type redriveDoc struct {
+	// Redriven holds the letters put back: their new state for a single
+	// redrive, {workflowId, activityId} for --all (the first 10,000).
 	Redriven []json.RawMessage `json:"redriven"`
-	Failed   []redriveFailure  `json:"failed"`
+	// Failed is empty: a single redrive that fails exits 1 with the
+	// reason on stderr, and --all reports letters that were no longer
+	// dead in Skipped. Kept for scripts written against the old document.
+	Failed []redriveFailure `json:"failed"`
+	// Matched is how many letters the selection matched.
+	Matched int64 `json:"matched"`
+	// Skipped is how many of them were no longer dead-lettered when their
+	// turn came.
+	Skipped int64 `json:"skipped"`
+	// Count is how many were put back.
+	Count int64 `json:"count"`
+	// AuditID is the audit record of a bulk redrive.
+	AuditID int64 `json:"auditId,omitempty"`
 }
 
 type redriveFailure struct {
@@ -114,12 +145,15 @@ type redriveFailure struct {
 func (c *cli) dlqRedrive(args []string) int {
 	fs := c.flagSet("dlq redrive", dlqUsage)
 	filter := filterFlags(fs)
-	all := fs.Bool("all", false, "redrive every dead letter that matches the filters")
-	rate := fs.Float64("rate", 100, "with --all: at most this many redrives per second, so workers are not hit by a herd")
+	all := fs.Bool("all", false, "redrive every dead letter that matches the filters, paced by the daemon")
+	rate := fs.Float64("rate", 0, "with --all: letters released per second (default: the daemon's, 50)")
+	reason := fs.String("reason", "", "why, for the audit log and the workflow's history (an incident, a fix)")
 	pos, code := c.parse(fs, "dlq redrive", args)
 	if code >= 0 {
 		return code
 	}
+	rateSet := false
+	fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "rate" })
 	filtered := *filter != client.DeadLetterFilter{}
 	switch {
 	case *all && len(pos) != 0:
@@ -128,84 +162,90 @@ func (c *cli) dlqRedrive(args []string) int {
 		return c.usageError("dlq redrive", "want WORKFLOW_ID ACTIVITY_ID, or --all [filters]")
 	case !*all && filtered:
 		return c.usageError("dlq redrive", "filters only apply with --all")
-	case *rate <= 0:
+	case !*all && rateSet:
+		return c.usageError("dlq redrive", "--rate only applies with --all")
+	case rateSet && !(*rate > 0):
 		return c.usageError("dlq redrive", "--rate must be positive")
 	}
-	ctx, cl, done, code := c.connect(*all)
+	if *all {
+		return c.redriveAll(*filter, *rate, *reason)
+	}
+	ctx, cl, done, code := c.connect(false)
 	if code >= 0 {
 		return code
 	}
 	defer done()
-
-	if !*all {
-		a, err := cl.Redrive(ctx, pos[0], pos[1])
-		if err != nil {
-			return c.fail(err)
-		}
-		if c.g.json {
-			return c.done(printJSON(c.stdout, redriveDoc{Redriven: []json.RawMessage{rawProto(a)}, Failed: []redriveFailure{}}))
-		}
-		fmt.Fprintf(c.stdout, "redrove %s/%s (%s): queued as attempt %d\n", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType(), a.GetAttempt())
-		return exitOK
-	}
-
-	letters, err := cl.ListDeadLetters(ctx, *filter)
+	a, err := cl.Redrive(ctx, pos[0], pos[1], client.WithReason(*reason))
 	if err != nil {
 		return c.fail(err)
 	}
-	if len(letters) == 0 && !c.g.json {
-		fmt.Fprintln(c.stdout, "No dead letters match; nothing redriven.")
-		return exitOK
-	}
-	doc, lastErr := c.redriveAll(ctx, cl, letters, *rate)
 	if c.g.json {
-		if err := printJSON(c.stdout, doc); err != nil {
-			return c.done(err)
-		}
-	} else {
-		fmt.Fprintf(c.stdout, "redrove %d of %d dead letters\n", len(doc.Redriven), len(letters))
+		return c.done(printJSON(c.stdout, redriveDoc{
+			Redriven: []json.RawMessage{rawProto(a)}, Failed: []redriveFailure{},
+			Matched: 1, Count: 1,
+		}))
 	}
-	if len(doc.Failed) > 0 {
-		fmt.Fprintf(c.stderr, "wf: %d redrives failed, last: %s\n", len(doc.Failed), rpcPrefix.ReplaceAllString(lastErr.Error(), ""))
-		return exitCode(lastErr)
-	}
+	fmt.Fprintf(c.stdout, "redrove %s/%s (%s): queued as attempt %d\n", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType(), a.GetAttempt())
 	return exitOK
 }
 
-// redriveAll redrives letters one at a time, at most rate per second, and
-// prints a line per redrive unless --json. It stops early when ctx ends.
-func (c *cli) redriveAll(ctx context.Context, cl *client.Client, letters []*durablev1.PendingActivity, rate float64) (redriveDoc, error) {
-	doc := redriveDoc{Redriven: []json.RawMessage{}, Failed: []redriveFailure{}}
-	var lastErr error
-	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer tick.Stop()
-	for i, l := range letters {
-		if i > 0 {
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				lastErr = ctx.Err()
-				doc.Failed = append(doc.Failed, redriveFailure{l.GetWorkflowId(), l.GetActivityId(), lastErr.Error()})
-				return doc, lastErr
-			}
-		}
-		a, err := cl.Redrive(ctx, l.GetWorkflowId(), l.GetActivityId())
-		if err != nil {
-			lastErr = err
-			msg := rpcPrefix.ReplaceAllString(err.Error(), "")
-			doc.Failed = append(doc.Failed, redriveFailure{l.GetWorkflowId(), l.GetActivityId(), msg})
-			if !c.g.json {
-				fmt.Fprintf(c.stdout, "failed   %s/%s (%s): %s\n", l.GetWorkflowId(), l.GetActivityId(), l.GetActivityType(), msg)
-			}
-			if exitCode(err) == exitUnreachable {
-				return doc, err
-			}
-			continue
-		}
-		doc.Redriven = append(doc.Redriven, rawProto(a))
-		if !c.g.json {
-			fmt.Fprintf(c.stdout, "redrove  %s/%s (%s)\n", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType())
-		}
+// redriveAll is dlq redrive --all: one call in which the daemon selects and
+// paces the letters. It runs until the daemon is done unless --timeout is
+// given; Ctrl-C ends the call, which stops the daemon releasing more.
+func (c *cli) redriveAll(filter client.DeadLetterFilter, rate float64, reason string) int {
+	ctx, cl, done, code := c.connect(true)
+	if code >= 0 {
+		return code
 	}
-	return doc, lastErr
+	defer done()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if !c.g.json {
+		// stderr, as start --wait does: a bulk redrive can take minutes
+		// of silence, and stdout stays the result.
+		what := "every dead letter"
+		if sel := filterText(filter.WorkflowID, filter.ActivityType, filter.FailureType); sel != "all" {
+			what = "the dead letters with " + sel
+		}
+		pace := ", paced by the daemon"
+		if rate > 0 {
+			pace = " at " + strconv.FormatFloat(rate, 'f', -1, 64) + "/s"
+		}
+		fmt.Fprintf(c.stderr, "redriving %s%s; Ctrl-C stops the rest\n", what, pace)
+	}
+	resp, err := cl.RedriveAll(ctx, filter, client.WithReason(reason), client.WithRate(rate))
+	if err != nil {
+		if ctx.Err() != nil {
+			why := "interrupted"
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				why = "--timeout " + c.g.timeout.String() + " ran out"
+			}
+			fmt.Fprintf(c.stderr, "wf: redrive --all stopped: %s; letters already out stay redriven, and 'wf audit' shows how many\n", why)
+			return exitFailed
+		}
+		return c.fail(err)
+	}
+	if c.g.json {
+		doc := redriveDoc{
+			Redriven: make([]json.RawMessage, 0, len(resp.GetRedriven())), Failed: []redriveFailure{},
+			Matched: resp.GetMatched(), Skipped: resp.GetSkipped(), Count: resp.GetCount(), AuditID: resp.GetAuditId(),
+		}
+		for _, ref := range resp.GetRedriven() {
+			doc.Redriven = append(doc.Redriven, rawProto(ref))
+		}
+		return c.done(printJSON(c.stdout, doc))
+	}
+	if resp.GetMatched() == 0 {
+		fmt.Fprintf(c.stdout, "No dead letters match %s; nothing redriven · audit #%d\n", filterText(filter.WorkflowID, filter.ActivityType, filter.FailureType), resp.GetAuditId())
+		return exitOK
+	}
+	for _, ref := range resp.GetRedriven() {
+		fmt.Fprintf(c.stdout, "redrove %s/%s\n", ref.GetWorkflowId(), ref.GetActivityId())
+	}
+	if n := resp.GetCount() - int64(len(resp.GetRedriven())); n > 0 {
+		fmt.Fprintf(c.stdout, "… and %d more\n", n)
+	}
+	fmt.Fprintf(c.stdout, "redrove %d of %d dead %s (%d skipped) · audit #%d\n", resp.GetCount(), resp.GetMatched(),
+		plural(int(resp.GetMatched()), "letter", "letters"), resp.GetSkipped(), resp.GetAuditId())
+	return c.done(nil)
 }

@@ -42,26 +42,39 @@ func TestHumanOutput(t *testing.T) {
 func TestRedriveAll(t *testing.T) {
 	t.Parallel()
 	addr, c := setup(t)
-	for i := range 3 {
+	for i := range 4 {
 		newDriver(t, c, fmt.Sprintf("all-%d", i)).deadLetter(fmt.Sprintf("all-%d", i))
 	}
-	// A filter that matches nothing redrives nothing.
+	// A filter that matches nothing redrives nothing, and says so.
 	r := wf(t, "--addr", addr, "dlq", "redrive", "--all", "--failure-type", "Other").wantCode(t, exitOK)
-	mustContain(t, r.stdout, "No dead letters match")
+	mustContain(t, r.stdout, "No dead letters match failure-type=Other", "audit #")
+
+	r = wf(t, "--addr", addr, "dlq", "redrive", "--all", "--workflow", "all-0", "--reason", "INC-3").wantCode(t, exitOK)
+	mustContain(t, r.stdout, "redrove all-0/1\n", "redrove 1 of 1 dead letter (0 skipped) · audit #")
+	mustContain(t, r.stderr, "redriving the dead letters with workflow=all-0, paced by the daemon")
 
 	start := time.Now()
 	r = wf(t, "--addr", addr, "--json", "dlq", "redrive", "--all", "--activity-type", "ChargeCard", "--rate", "20").wantCode(t, exitOK)
-	var doc struct {
-		Redriven []json.RawMessage `json:"redriven"`
-		Failed   []redriveFailure  `json:"failed"`
-	}
+	var doc redriveDoc
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 		t.Fatalf("parse: %v\n%s", err, r.stdout)
 	}
-	if len(doc.Redriven) != 3 || len(doc.Failed) != 0 {
+	if len(doc.Redriven) != 3 || len(doc.Failed) != 0 || doc.Matched != 3 || doc.Count != 3 || doc.Skipped != 0 || doc.AuditID == 0 {
 		t.Fatalf("redrive --all = %s", r.stdout)
 	}
-	// Three redrives at 20/s are spaced by two 50 ms ticks.
+	seen := map[string]bool{}
+	for _, raw := range doc.Redriven {
+		var ref durablev1.ActivityRef
+		unmarshal(t, string(raw), &ref)
+		seen[ref.GetWorkflowId()+"/"+ref.GetActivityId()] = true
+	}
+	if !seen["all-1/1"] || !seen["all-2/1"] || !seen["all-3/1"] {
+		t.Errorf("redriven = %v", seen)
+	}
+	if r.stderr != "" {
+		t.Errorf("stderr with --json: %s", r.stderr)
+	}
+	// Three letters at 20/s are released 50 ms apart.
 	if el := time.Since(start); el < 100*time.Millisecond {
 		t.Errorf("redrive --all took %v, want it paced (≥ 100ms)", el)
 	}
@@ -95,15 +108,8 @@ func TestStatsCheckPolicy(t *testing.T) {
 }
 
 func TestDaemonAddrFromEnv(t *testing.T) {
-	// Not parallel: it swaps getenv.
+	// Not parallel: it sets wf's environment.
 	addr, _ := setup(t)
-	old := getenv
-	getenv = func(k string) string {
-		if k == "DURABLE_ADDR" {
-			return addr
-		}
-		return ""
-	}
-	t.Cleanup(func() { getenv = old })
+	setEnv(t, map[string]string{"DURABLE_ADDR": addr})
 	wf(t, "list").wantCode(t, exitOK)
 }

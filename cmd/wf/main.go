@@ -32,8 +32,8 @@ const (
 	exitUnreachable = 3
 )
 
-// defaultTimeout bounds a command unless --timeout says otherwise; watch and
-// start --wait run until done unless --timeout is given.
+// defaultTimeout bounds a command unless --timeout says otherwise; watch,
+// start --wait and dlq redrive --all run until done unless --timeout is given.
 const defaultTimeout = 30 * time.Second
 
 // getenv is swapped by tests.
@@ -54,7 +54,7 @@ type globals struct {
 func (g *globals) register(fs *flag.FlagSet) {
 	g.conn.RegisterFlags(fs)
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON document for scripts instead of tables")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up after this long (0: 30s, or no limit for watch and start --wait)")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up after this long (0: 30s, or no limit for watch, start --wait and dlq redrive --all)")
 }
 
 // globalFlags names the global flags, so that a command's --help can list
@@ -115,8 +115,8 @@ Global flags (accepted before or after the command):
   --tls-server-name NAME   name to verify the daemon's certificate against,
                            when it is not the host in --addr
   --json                   one JSON document for scripts instead of tables
-  --timeout D              give up after D (default 30s; watch and start
-                           --wait: no limit)
+  --timeout D              give up after D (default 30s; watch, start --wait
+                           and dlq redrive --all: no limit)
 
 Environment (flags win):
   DURABLE_ADDR  DURABLE_TOKEN  DURABLE_TOKEN_FILE  DURABLE_TLS=1
@@ -130,7 +130,7 @@ Examples:
   wf start FlakyDemo --fail-rate 0.5 --activities 3 --wait
   wf describe order-42
   wf dlq list --activity-type ChargeCard
-  wf dlq redrive --all --failure-type Timeout
+  wf dlq redrive --all --failure-type Timeout --reason "INC-1234: card API back"
   wf --json list --status running | jq -r '.workflows[].workflowId'
 
   # a remote daemon with TLS and auth: set it up once, then every command

@@ -203,3 +203,18 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
+
+// filterText writes a dead-letter filter the way wf's flags spell it, or
+// "all" when it selects every letter.
+func filterText(workflowID, activityType, failureType string) string {
+	var parts []string
+	for _, p := range [][2]string{{"workflow", workflowID}, {"activity-type", activityType}, {"failure-type", failureType}} {
+		if p[1] != "" {
+			parts = append(parts, p[0]+"="+p[1])
+		}
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, " ")
+}

@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +19,25 @@ import (
 	"github.com/tinyllm/durable/internal/testdaemon"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
+
+// TestMain keeps the tests from the DURABLE_* variables of whoever runs
+// them (tests that want one set it with setEnv) and removes the durabled
+// binary that process tests build.
+func TestMain(m *testing.M) {
+	getenv = func(string) string { return "" }
+	code := m.Run()
+	testdaemon.Cleanup()
+	os.Exit(code)
+}
+
+// setEnv makes wf see env as its environment until the test ends. Tests
+// that call it must not be parallel.
+func setEnv(t *testing.T, env map[string]string) {
+	t.Helper()
+	old := getenv
+	getenv = func(k string) string { return env[k] }
+	t.Cleanup(func() { getenv = old })
+}
 
 // result is what one wf invocation printed and returned.
 type result struct {
@@ -43,14 +66,50 @@ func (r result) wantCode(t *testing.T, code int) result {
 func setup(t *testing.T) (addr string, c *client.Client) {
 	t.Helper()
 	addr = testdaemon.Start(t, engine.Options{})
+	return addr, dial(t, addr)
+}
+
+// principal is one entry of an auth file, with its token in clear.
+type principal struct {
+	name, role, token string
+	queues            []string
+}
+
+// authFile returns the auth file that lists ps.
+func authFile(t *testing.T, ps ...principal) []byte {
+	t.Helper()
+	type entry struct {
+		Name        string   `json:"name"`
+		Role        string   `json:"role"`
+		TokenSHA256 string   `json:"token_sha256"`
+		TaskQueues  []string `json:"task_queues,omitempty"`
+	}
+	var file struct {
+		Principals []entry `json:"principals"`
+	}
+	for _, p := range ps {
+		sum := sha256.Sum256([]byte(p.token))
+		file.Principals = append(file.Principals, entry{p.name, p.role, hex.EncodeToString(sum[:]), p.queues})
+	}
+	b, err := json.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// dial connects to the daemon at addr, to drive the worker side by hand;
+// with client.WithToken, as a principal of a daemon with auth.
+func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, addr)
+	c, err := client.Dial(ctx, addr, opts...)
 	if err != nil {
-		t.Fatalf("dial test daemon: %v", err)
+		t.Fatalf("dial %s: %v", addr, err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return addr, c
+	return c
 }
 
 // closedAddr returns a local address nobody listens on.

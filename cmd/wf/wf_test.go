@@ -52,6 +52,8 @@ func TestExitCodes(t *testing.T) {
 		{"RedriveOneArg", []string{"--addr", addr, "dlq", "redrive", "codes-wf"}, exitUsage, "ACTIVITY_ID"},
 		{"RedriveAllAndIDs", []string{"--addr", addr, "dlq", "redrive", "--all", "a", "b"}, exitUsage, "not both"},
 		{"RedriveFilterWithoutAll", []string{"--addr", addr, "dlq", "redrive", "--workflow", "a", "a", "1"}, exitUsage, "--all"},
+		{"RedriveRateWithoutAll", []string{"--addr", addr, "dlq", "redrive", "a", "1", "--rate", "5"}, exitUsage, "--all"},
+		{"RedriveZeroRate", []string{"--addr", addr, "dlq", "redrive", "--all", "--rate", "0"}, exitUsage, "--rate must be positive"},
 		{"DescribeUnknown", []string{"--addr", addr, "describe", "no-such-workflow"}, exitFailed, "NotFound"},
 		{"HistoryUnknown", []string{"--addr", addr, "history", "no-such-workflow"}, exitFailed, "NotFound"},
 		{"RedriveNotDead", []string{"--addr", addr, "dlq", "redrive", "codes-wf", "2"}, exitFailed, "redrive codes-wf/2"},
@@ -63,6 +65,7 @@ func TestExitCodes(t *testing.T) {
 		{"DownDLQ", []string{"dlq", "list", "--addr", down, "--json"}, exitUnreachable, "unreachable"},
 		{"DownWatch", []string{"watch", "--addr", down}, exitUnreachable, "unreachable"},
 		{"DownStats", []string{"stats", "--addr", down}, exitUnreachable, "unreachable"},
+		{"DownRedriveAll", []string{"dlq", "redrive", "--all", "--addr", down}, exitUnreachable, "unreachable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,14 +199,11 @@ func TestJSONOutput(t *testing.T) {
 	// Redrive last: it changes what the others see.
 	t.Run("Redrive", func(t *testing.T) {
 		r := wf(t, "--addr", addr, "--json", "dlq", "redrive", "json-wf", "1").wantCode(t, exitOK)
-		var doc struct {
-			Redriven []json.RawMessage `json:"redriven"`
-			Failed   []redriveFailure  `json:"failed"`
-		}
+		var doc redriveDoc
 		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 			t.Fatalf("parse redrive: %v\n%s", err, r.stdout)
 		}
-		if len(doc.Redriven) != 1 || len(doc.Failed) != 0 {
+		if len(doc.Redriven) != 1 || len(doc.Failed) != 0 || doc.Matched != 1 || doc.Count != 1 {
 			t.Fatalf("redrive doc = %s", r.stdout)
 		}
 		var a durablev1.PendingActivity

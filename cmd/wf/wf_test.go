@@ -54,6 +54,11 @@ func TestExitCodes(t *testing.T) {
 		{"RedriveFilterWithoutAll", []string{"--addr", addr, "dlq", "redrive", "--workflow", "a", "a", "1"}, exitUsage, "--all"},
 		{"RedriveRateWithoutAll", []string{"--addr", addr, "dlq", "redrive", "a", "1", "--rate", "5"}, exitUsage, "--all"},
 		{"RedriveZeroRate", []string{"--addr", addr, "dlq", "redrive", "--all", "--rate", "0"}, exitUsage, "--rate must be positive"},
+		{"AuditHelp", []string{"audit", "--help"}, exitOK, ""},
+		{"AuditBadSince", []string{"--addr", addr, "audit", "--since", "soon"}, exitUsage, "--since"},
+		{"AuditNegativeSince", []string{"--addr", addr, "audit", "--since", "-1h"}, exitUsage, "positive"},
+		{"AuditNegativeLimit", []string{"--addr", addr, "audit", "--limit", "-1"}, exitUsage, "--limit"},
+		{"AuditArgument", []string{"--addr", addr, "audit", "x"}, exitUsage, "unexpected argument"},
 		{"DescribeUnknown", []string{"--addr", addr, "describe", "no-such-workflow"}, exitFailed, "NotFound"},
 		{"HistoryUnknown", []string{"--addr", addr, "history", "no-such-workflow"}, exitFailed, "NotFound"},
 		{"RedriveNotDead", []string{"--addr", addr, "dlq", "redrive", "codes-wf", "2"}, exitFailed, "redrive codes-wf/2"},
@@ -65,6 +70,7 @@ func TestExitCodes(t *testing.T) {
 		{"DownDLQ", []string{"dlq", "list", "--addr", down, "--json"}, exitUnreachable, "unreachable"},
 		{"DownWatch", []string{"watch", "--addr", down}, exitUnreachable, "unreachable"},
 		{"DownStats", []string{"stats", "--addr", down}, exitUnreachable, "unreachable"},
+		{"DownAudit", []string{"audit", "--addr", down}, exitUnreachable, "unreachable"},
 		{"DownRedriveAll", []string{"dlq", "redrive", "--all", "--addr", down}, exitUnreachable, "unreachable"},
 	}
 	for _, tt := range tests {

@@ -128,7 +128,7 @@ func (m *Metrics) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServer
 	return m.rpc.UnaryServerInterceptor(), m.rpc.StreamServerInterceptor()
 }
 
-// attach makes the gauges read e and starts every RPC's counters at zero.
+// attach makes the gauges read e.
 func (m *Metrics) attach(e *engine.Engine) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -19,9 +19,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tinyllm/durable/engine"
 	"github.com/tinyllm/durable/server"
 )
 
@@ -36,6 +38,13 @@ type config struct {
 	logLevel            slog.Level
 	shutdownTimeout     time.Duration
 	workflowTaskTimeout time.Duration
+
+	tlsCert, tlsKey, tlsClientCA string
+	auth                         string
+	insecure                     bool
+	reflection                   bool
+	metricsListen                string
+	auditRetention               time.Duration
 }
 
 // Exit codes scripts can rely on.
@@ -51,6 +60,9 @@ func main() {
 
 // run parses args and serves until a signal; it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "token" {
+		return tokenCommand(args[1:], stdout, stderr)
+	}
 	cfg, err := parseFlags(args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -60,7 +72,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
-	if err := serve(cfg, logger); err != nil {
+	// What decides who may connect is checked before anything is opened,
+	// and a mistake in it is the operator's to fix: said plainly, exit 2.
+	tr, err := setupTrust(cfg, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "durabled: %v\n", err)
+		return exitUsage
+	}
+	if err := serve(cfg, tr, logger); err != nil {
 		logger.Error("durabled stopped", "err", err)
 		return exitError
 	}
@@ -85,11 +104,21 @@ const usageHeader = `durabled serves durable workflows and activities over gRPC.
 Usage:
   durabled [flags]
 
+  durabled token [--name NAME --role ROLE]   print a new bearer token and its hash
+
 It owns one data directory (a Badger database) and must be its only user.
 Workers, wf and wfui connect to --listen. SIGTERM or SIGINT shuts it down
 cleanly (exit code 0): health turns NOT_SERVING, waiting long polls are
 answered empty, running calls finish within --shutdown-timeout, and the data
 directory is closed so the next start reopens it at once.
+
+Running it for a team: --auth names the principals (workers, readers,
+operators) and how each authenticates (a bearer token's hash, or a client
+certificate's common name); --tls-cert and --tls-key serve TLS, and
+--tls-client-ca requires client certificates. Without --auth it serves only
+on loopback, where every call runs as the operator "local". SIGHUP re-reads
+the auth file; certificate files are re-read when they change. Every
+operator action is written to an audit log (wf audit).
 
 Flags:
 `
@@ -116,6 +145,23 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		"how long a worker may hold a workflow task before it is handed to another; a worker that dies holding one stalls its workflow this long")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second,
 		"on SIGTERM, how long running calls may take to finish before they are cut off")
+	fs.StringVar(&cfg.tlsCert, "tls-cert", "",
+		"serve TLS with this PEM certificate `file` (with --tls-key); re-read when it changes")
+	fs.StringVar(&cfg.tlsKey, "tls-key", "",
+		"PEM private key `file` of --tls-cert; re-read when it changes")
+	fs.StringVar(&cfg.tlsClientCA, "tls-client-ca", "",
+		"require client certificates signed by the CAs in this PEM `file` (mTLS); needs --tls-cert")
+	fs.StringVar(&cfg.auth, "auth", "",
+		"auth `file` (JSON) of principals, their roles and credentials; re-read on SIGHUP. Without it durabled serves loopback only")
+	fs.BoolVar(&cfg.insecure, "insecure", false,
+		"serve a non-loopback --listen without --auth: anyone who can reach the port may read every payload and act as an operator")
+	fs.BoolVar(&cfg.reflection, "reflection", false,
+		"serve gRPC reflection (for grpcurl and the like); with --auth, to any authenticated principal")
+	fs.StringVar(&cfg.metricsListen, "metrics-listen", "",
+		"serve Prometheus metrics at /metrics and a health check at /healthz on this `address` (plain HTTP); off when empty")
+	cfg.auditRetention = engine.DefaultAuditRetention
+	fs.Var(days{&cfg.auditRetention}, "audit-retention",
+		"keep audit records this `long` (a duration such as 2160h, or days such as 90d)")
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprint(w, usageHeader)
@@ -144,6 +190,42 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("--workflow-task-timeout must be in [100ms, 24h], got %s", cfg.workflowTaskTimeout)
 	case cfg.shutdownTimeout <= 0:
 		return config{}, fmt.Errorf("--shutdown-timeout must be > 0, got %s", cfg.shutdownTimeout)
+	case (cfg.tlsCert == "") != (cfg.tlsKey == ""):
+		return config{}, errors.New("--tls-cert and --tls-key go together: give both, or neither for plaintext")
+	case cfg.tlsClientCA != "" && cfg.tlsCert == "":
+		return config{}, errors.New("--tls-client-ca needs --tls-cert and --tls-key: client certificates are checked in a TLS handshake")
+	case cfg.auditRetention < time.Hour:
+		return config{}, fmt.Errorf("--audit-retention must be at least 1h, got %s", cfg.auditRetention)
 	}
 	return cfg, nil
+}
+
+// days is a duration flag that also takes whole days ("90d").
+type days struct{ d *time.Duration }
+
+func (f days) String() string {
+	if f.d == nil {
+		return ""
+	}
+	if *f.d%(24*time.Hour) == 0 {
+		return strconv.Itoa(int(*f.d/(24*time.Hour))) + "d"
+	}
+	return f.d.String()
+}
+
+func (f days) Set(s string) error {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		v, err := strconv.Atoi(n)
+		if err != nil || v < 0 {
+			return fmt.Errorf("want a duration such as 2160h or a number of days such as 90d, got %q", s)
+		}
+		*f.d = time.Duration(v) * 24 * time.Hour
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as 2160h or a number of days such as 90d, got %q", s)
+	}
+	*f.d = d
+	return nil
 }

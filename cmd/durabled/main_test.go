@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,136 +17,22 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/tinyllm/durable/internal/testdaemon"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	badgerstore "github.com/tinyllm/durable/store/badger"
 )
 
-// buildOnce builds the daemon binary once for all tests of the package.
-var buildOnce = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "durabled-test-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "durabled")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", errors.New(string(out))
-	}
-	return bin, nil
-})
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if bin, err := buildOnce(); err == nil {
-		os.RemoveAll(filepath.Dir(bin))
-	}
+	testdaemon.Cleanup()
 	os.Exit(code)
-}
-
-// daemon is one running durabled process.
-type daemon struct {
-	cmd  *exec.Cmd
-	addr string
-	logs *lockedBuffer
-	done chan struct{} // closed when stderr hits EOF
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) WriteLine(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.WriteString(s + "\n")
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // start runs durabled on 127.0.0.1:0 with dataDir and waits for its
 // "listening" log line.
-func start(t *testing.T, dataDir string, extra ...string) *daemon {
+func start(t *testing.T, dataDir string, extra ...string) *testdaemon.Process {
 	t.Helper()
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatalf("build durabled: %v", err)
-	}
-	args := append([]string{"--listen", "127.0.0.1:0", "--data", dataDir}, extra...)
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d := &daemon{cmd: cmd, logs: &lockedBuffer{}, done: make(chan struct{})}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	addrs := make(chan string, 1)
-	go func() {
-		defer close(d.done)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			d.logs.WriteLine(line)
-			if !strings.Contains(line, "msg=listening") {
-				continue
-			}
-			for _, f := range strings.Fields(line) {
-				if a, ok := strings.CutPrefix(f, "addr="); ok {
-					addrs <- a
-				}
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	select {
-	case d.addr = <-addrs:
-	case <-d.done:
-		t.Fatalf("durabled exited before listening:\n%s", d.logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no listening line within 30s:\n%s", d.logs.String())
-	}
-	return d
-}
-
-// stop sends SIGTERM and returns the exit code.
-func (d *daemon) stop(t *testing.T) int {
-	t.Helper()
-	d.signal(t)
-	return d.wait(t)
-}
-
-func (d *daemon) signal(t *testing.T) {
-	t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// wait returns the exit code once the process has exited.
-func (d *daemon) wait(t *testing.T) int {
-	t.Helper()
-	<-d.done // stderr closes when the process exits
-	err := d.cmd.Wait()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0
+	return testdaemon.Exec(t, dataDir, extra...)
 }
 
 func dial(t *testing.T, addr string) *grpc.ClientConn {
@@ -170,7 +52,7 @@ func TestDaemonServesHealthAndStopsCleanlyOnSIGTERM(t *testing.T) {
 	defer cancel()
 
 	d := start(t, dataDir)
-	conn := dial(t, d.addr)
+	conn := dial(t, d.Addr)
 	for _, svc := range []string{"", durablev1.Durable_ServiceDesc.ServiceName} {
 		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
@@ -200,29 +82,34 @@ func TestDaemonServesHealthAndStopsCleanlyOnSIGTERM(t *testing.T) {
 		}
 		polled <- err
 	}()
-	d.signal(t)
+	if err := d.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	if resp, err := hw.Recv(); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health watch after SIGTERM = %v, %v; want NOT_SERVING", resp.GetStatus(), err)
 	}
 	stopWatch() // an open stream would hold the graceful stop until its bound
-	if code := d.wait(t); code != 0 {
-		t.Fatalf("exit code %d, want 0; logs:\n%s", code, d.logs.String())
+	if code := d.Wait(); code != 0 {
+		t.Fatalf("exit code %d, want 0; logs:\n%s", code, d.Logs())
 	}
 	if err := <-polled; err != nil && status.Code(err) != codes.Unavailable {
 		t.Errorf("waiting poll ended with %v, want an empty reply or Unavailable", err)
 	}
-	if logs := d.logs.String(); !strings.Contains(logs, "msg=stopped") {
+	if logs := d.Logs(); !strings.Contains(logs, "msg=stopped") {
 		t.Errorf("no \"stopped\" log line:\n%s", logs)
 	}
 
 	// The data dir reopens, and what was acknowledged is there.
 	d = start(t, dataDir)
-	resp, err := durablev1.NewDurableClient(dial(t, d.addr)).DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: "wf-1"})
+	resp, err := durablev1.NewDurableClient(dial(t, d.Addr)).DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: "wf-1"})
 	if err != nil || resp.GetWorkflow().GetWorkflowType() != "T" {
 		t.Fatalf("DescribeWorkflow after restart = %v, %v", resp, err)
 	}
-	if code := d.stop(t); code != 0 {
-		t.Fatalf("second exit code %d, want 0; logs:\n%s", code, d.logs.String())
+	if err := d.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := d.Wait(); code != 0 {
+		t.Fatalf("second exit code %d, want 0; logs:\n%s", code, d.Logs())
 	}
 	st, err := badgerstore.Open(dataDir, badgerstore.Options{})
 	if err != nil {
@@ -241,7 +128,17 @@ func TestFlags(t *testing.T) {
 		code int
 		want []string // substrings of stdout+stderr
 	}{
-		{"Help", []string{"--help"}, exitOK, []string{"-listen", "-data", "-dlq-after-attempts", "-seed", "-max-payload", "-no-sync", "-log-level", "-shutdown-timeout", "trade", "SIGTERM"}},
+		{"Help", []string{"--help"}, exitOK, []string{"-listen", "-data", "-dlq-after-attempts", "-seed", "-max-payload", "-no-sync", "-log-level", "-shutdown-timeout", "trade", "SIGTERM",
+			"-tls-cert", "-tls-key", "-tls-client-ca", "-auth", "-insecure", "-reflection", "-metrics-listen", "-audit-retention", "SIGHUP", "durabled token"}},
+		{"TLSCertWithoutKey", []string{"--tls-cert", "c.pem"}, exitUsage, []string{"--tls-cert and --tls-key go together"}},
+		{"ClientCAWithoutTLS", []string{"--tls-client-ca", "ca.pem"}, exitUsage, []string{"--tls-client-ca needs --tls-cert"}},
+		{"ShortAuditRetention", []string{"--audit-retention", "10m"}, exitUsage, []string{"--audit-retention"}},
+		{"AuditRetentionInDays", []string{"--audit-retention", "3x"}, exitUsage, []string{"90d"}},
+		{"MissingAuthFile", []string{"--auth", "/nonexistent/auth.json"}, exitUsage, []string{"auth file", "no such file"}},
+		{"MissingCertFile", []string{"--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"}, exitUsage, []string{"tls key pair"}},
+		{"TokenHelp", []string{"token", "--help"}, exitOK, []string{"token_sha256", "--role"}},
+		{"TokenBadRole", []string{"token", "--name", "x", "--role", "admin"}, exitUsage, []string{"not one of worker, reader, operator"}},
+		{"Token", []string{"token", "--name", "w", "--role", "worker", "--task-queues", "a,b"}, exitOK, []string{"token         dur_", `"task_queues":["a","b"]`}},
 		{"UnknownFlag", []string{"--nope"}, exitUsage, []string{"-nope"}},
 		{"ExtraArgument", []string{"serve"}, exitUsage, []string{"unexpected arguments"}},
 		{"ZeroDLQ", []string{"--dlq-after-attempts", "0"}, exitUsage, []string{"--dlq-after-attempts"}},

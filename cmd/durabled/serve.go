@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -25,7 +29,7 @@ import (
 // serve opens the store and the engine, serves until SIGTERM or SIGINT, then
 // shuts down in order: health NOT_SERVING, no new calls, long polls answered,
 // running calls drained (bounded), store closed.
-func serve(cfg config, logger *slog.Logger) (err error) {
+func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -44,10 +48,28 @@ func serve(cfg config, logger *slog.Logger) (err error) {
 			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
 		}
 	}()
+	// The key is read once the store holds the data directory's lock, so
+	// two daemons can never race to create it.
+	keyPath := filepath.Join(cfg.data, server.TokenKeyFile)
+	key, exposed, err := server.LoadTokenKey(keyPath)
+	if err != nil {
+		return err
+	}
+	if exposed {
+		logger.Warn("the task token key can be read by other users; anyone who reads it can forge task tokens: chmod 600 it", "path", keyPath)
+	}
+	var metrics *server.Metrics
+	var observer engine.Observer
+	if cfg.metricsListen != "" {
+		metrics = server.NewMetrics()
+		observer = metrics
+	}
 	eng, err := engine.New(store, engine.Options{
 		Seed:                cfg.seed,
 		DLQAfterAttempts:    cfg.dlqAfterAttempts,
 		WorkflowTaskTimeout: cfg.workflowTaskTimeout,
+		AuditRetention:      cfg.auditRetention,
+		Observer:            observer,
 		Logger:              logger.With("component", "engine"),
 	})
 	if err != nil {
@@ -55,30 +77,62 @@ func serve(cfg config, logger *slog.Logger) (err error) {
 	}
 	defer eng.Close() // idempotent; covers the early returns below
 
-	opts := server.Options{MaxPayload: cfg.maxPayload, Logger: logger.With("component", "server")}
-	gs := server.New(eng, opts).NewGRPCServer()
+	opts := server.Options{
+		MaxPayload: cfg.maxPayload,
+		Logger:     logger.With("component", "server"),
+		Auth:       tr.auth,
+		TokenKey:   key,
+		Metrics:    metrics,
+	}
+	gs := server.New(eng, opts).NewGRPCServer(tr.creds...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
+	if cfg.reflection {
+		reflection.Register(gs)
+	}
 
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	var serving atomic.Bool
+	if cfg.metricsListen != "" {
+		mlis, err := net.Listen("tcp", cfg.metricsListen)
+		if err != nil {
+			lis.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		msrv := &http.Server{Handler: metricsMux(metrics, &serving), ReadHeaderTimeout: 10 * time.Second}
+		go msrv.Serve(mlis)
+		defer msrv.Close()
+		logger.Info("serving metrics", "addr", mlis.Addr().String())
+	}
+	hupDone := make(chan struct{})
+	defer close(hupDone)
+	tr.reloadOnHUP(logger, hupDone)
+
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(durablev1.Durable_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	serving.Store(true)
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
-	logger.Info("listening", "addr", lis.Addr().String(), "data", cfg.data, "no_sync", cfg.noSync)
+	principals := 0
+	if tr.auth != nil {
+		principals = tr.auth.Identities().Len()
+	}
+	logger.Info("listening", "addr", lis.Addr().String(), "data", cfg.data, "no_sync", cfg.noSync,
+		"tls", cfg.tlsCert != "", "mtls", tr.mtls, "auth", cfg.auth != "", "principals", principals)
 
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down", "grace", cfg.shutdownTimeout)
 	case serr := <-served:
+		serving.Store(false)
 		hs.Shutdown()
 		gs.Stop()
 		return fmt.Errorf("serve: %w", serr)
 	}
+	serving.Store(false)
 	hs.Shutdown()
 	drained := make(chan struct{})
 	go func() {
@@ -100,4 +154,20 @@ func serve(cfg config, logger *slog.Logger) (err error) {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// metricsMux serves /metrics (Prometheus text) and /healthz, which answers
+// 200 while the daemon serves and 503 once it is shutting down, for load
+// balancers that speak HTTP.
+func metricsMux(m *server.Metrics, serving *atomic.Bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !serving.Load() {
+			http.Error(w, "not serving", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
 }

@@ -7,21 +7,27 @@ package bench
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/tinyllm/durable/client"
 	"github.com/tinyllm/durable/engine"
+	"github.com/tinyllm/durable/internal/testcert"
+	"github.com/tinyllm/durable/internal/tlsfile"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/server"
 	badgerstore "github.com/tinyllm/durable/store/badger"
@@ -30,6 +36,8 @@ import (
 const (
 	envWorker       = "DURABLE_BENCH_WORKER"    // the daemon's address: run as the worker
 	envFailOnce     = "DURABLE_BENCH_FAIL_ONCE" // "1": every first attempt fails
+	envCA           = "DURABLE_BENCH_TLS_CA"    // the CA file of a TLS daemon
+	envToken        = "DURABLE_BENCH_TOKEN"     // the worker's bearer token
 	concurrency     = 32                        // activities running at once in the worker
 	pollBatch       = 8                         // tasks one activity poll may carry
 	workflowPollers = 16                        // workflow task pollers in the worker
@@ -39,7 +47,7 @@ const (
 
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(envWorker); addr != "" {
-		if err := runWorker(addr, os.Getenv(envFailOnce) == "1"); err != nil {
+		if err := runWorker(addr, os.Getenv(envFailOnce) == "1", os.Getenv(envCA), os.Getenv(envToken)); err != nil {
 			fmt.Fprintln(os.Stderr, "bench worker:", err)
 			os.Exit(1)
 		}
@@ -50,16 +58,30 @@ func TestMain(m *testing.M) {
 
 // BenchmarkActivityThroughput runs b.N activities through schedule → poll →
 // complete, 32 at a time, and reports activities per second. FailOnce makes
-// every activity fail its first attempt and succeed on the retry.
+// every activity fail its first attempt and succeed on the retry. The
+// TLSAuth variants serve TLS and authenticate every call with a bearer token
+// (workers, driver and reader are principals of an auth file), as a daemon
+// run for a team does; Metrics turns the Prometheus metrics on.
 func BenchmarkActivityThroughput(b *testing.B) {
-	b.Run("Succeed", func(b *testing.B) { benchThroughput(b, false) })
-	b.Run("FailOnce", func(b *testing.B) { benchThroughput(b, true) })
+	b.Run("Succeed", func(b *testing.B) { benchThroughput(b, setup{}) })
+	b.Run("FailOnce", func(b *testing.B) { benchThroughput(b, setup{failOnce: true}) })
+	b.Run("SucceedTLSAuth", func(b *testing.B) { benchThroughput(b, setup{secure: true}) })
+	b.Run("FailOnceTLSAuth", func(b *testing.B) { benchThroughput(b, setup{failOnce: true, secure: true}) })
+	b.Run("SucceedMetrics", func(b *testing.B) { benchThroughput(b, setup{metrics: true}) })
 }
 
-func benchThroughput(b *testing.B, failOnce bool) {
-	addr := startDaemon(b)
+// setup is one variant of the benchmark.
+type setup struct {
+	failOnce bool
+	secure   bool // TLS and bearer-token auth
+	metrics  bool
+}
+
+func benchThroughput(b *testing.B, s setup) {
+	d := startDaemon(b, s)
 	worker := exec.Command(os.Args[0], "-test.run=^$")
-	worker.Env = append(os.Environ(), envWorker+"="+addr, envFailOnce+"="+map[bool]string{true: "1", false: "0"}[failOnce])
+	worker.Env = append(os.Environ(), envWorker+"="+d.addr, envFailOnce+"="+map[bool]string{true: "1", false: "0"}[s.failOnce],
+		envCA+"="+d.caFile, envToken+"="+d.tokens["worker"])
 	worker.Stderr = os.Stderr
 	if err := worker.Start(); err != nil {
 		b.Fatal(err)
@@ -68,12 +90,19 @@ func benchThroughput(b *testing.B, failOnce bool) {
 		worker.Process.Kill()
 		worker.Wait()
 	})
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The driver starts workflows as a worker and waits for them as a
+	// reader: two principals when auth is on.
+	starter, err := d.dial("worker")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Close()
-	c := durablev1.NewDurableClient(conn)
+	defer starter.Close()
+	reader, err := d.dial("reader")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reader.Close()
+	c, r := starter.Service(), reader.Service()
 	ctx := context.Background()
 
 	var ids []string
@@ -89,14 +118,14 @@ func benchThroughput(b *testing.B, failOnce bool) {
 	}
 	for _, id := range ids {
 		for {
-			d, err := c.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: id, WaitForClose: true})
+			desc, err := r.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: id, WaitForClose: true})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if s := d.GetWorkflow().GetStatus(); s == durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED {
+			if st := desc.GetWorkflow().GetStatus(); st == durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED {
 				break
-			} else if s != durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING {
-				b.Fatalf("workflow %s ended %v", id, s)
+			} else if st != durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING {
+				b.Fatalf("workflow %s ended %v", id, st)
 			}
 		}
 	}
@@ -105,18 +134,73 @@ func benchThroughput(b *testing.B, failOnce bool) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "activities/s")
 }
 
-// startDaemon serves an engine over an on-disk store, durable by default.
-func startDaemon(b *testing.B) string {
+// daemon is the daemon of one benchmark run and what its clients need.
+type daemon struct {
+	addr   string
+	caFile string            // set when it serves TLS
+	tokens map[string]string // role → bearer token, when auth is on
+}
+
+// dial connects as the principal of role.
+func (d *daemon) dial(role string) (*client.Client, error) {
+	return client.New(d.addr, d.options(role)...)
+}
+
+func (d *daemon) options(role string) []client.Option {
+	var opts []client.Option
+	if d.caFile != "" {
+		opts = append(opts, client.WithTLS(client.TLSFiles{CAFile: d.caFile}))
+	}
+	if tok := d.tokens[role]; tok != "" {
+		opts = append(opts, client.WithToken(tok))
+	}
+	return opts
+}
+
+// startDaemon serves an engine over an on-disk store, durable by default,
+// with TLS and auth or metrics when the setup asks for them.
+func startDaemon(b *testing.B, s setup) *daemon {
 	st, err := badgerstore.Open(b.TempDir(), badgerstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	eng, err := engine.New(st, engine.Options{Logger: logger})
+	var eopts engine.Options
+	sopts := server.Options{Logger: logger}
+	if s.metrics {
+		sopts.Metrics = server.NewMetrics()
+		eopts.Observer = sopts.Metrics
+	}
+	eopts.Logger = logger
+	eng, err := engine.New(st, eopts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	gs := server.New(eng, server.Options{Logger: logger}).NewGRPCServer()
+	d := &daemon{tokens: map[string]string{}}
+	var extra []grpc.ServerOption
+	if s.secure {
+		dir := b.TempDir()
+		files := testcert.NewCA(b, "bench CA").WriteFiles(b, dir, "daemon", "durabled", "127.0.0.1")
+		pair, err := tlsfile.LoadKeyPair(files.Cert, files.Key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		extra = append(extra, grpc.Creds(credentials.NewTLS(tlsfile.ServerConfig(pair, nil))))
+		d.caFile = files.CA
+		var entries []string
+		for _, role := range []string{"worker", "reader"} {
+			tok := "bench-token-" + role
+			d.tokens[role] = tok
+			sum := sha256.Sum256([]byte(tok))
+			entries = append(entries, fmt.Sprintf(`{"name": %q, "role": %q, "token_sha256": %q}`, "bench-"+role, role, hex.EncodeToString(sum[:])))
+		}
+		ids, err := server.ParseAuthFile([]byte(`{"principals": [` + strings.Join(entries, ",") + `]}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		sopts.Auth = server.NewAuthFrom(ids)
+	}
+	gs := server.New(eng, sopts).NewGRPCServer(extra...)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -127,18 +211,20 @@ func startDaemon(b *testing.B) string {
 		gs.Stop()
 		st.Close()
 	})
-	return l.Addr().String()
+	d.addr = l.Addr().String()
+	return d
 }
 
 // runWorker is the worker process: activity pollers that complete (or fail
 // once) each task, and workflow pollers that fan out perWorkflow activities
 // and complete the workflow when all of them have completed.
-func runWorker(addr string, failOnce bool) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func runWorker(addr string, failOnce bool, caFile, token string) error {
+	d := &daemon{addr: addr, caFile: caFile, tokens: map[string]string{"worker": token}}
+	cl, err := d.dial("worker")
 	if err != nil {
 		return err
 	}
-	c := durablev1.NewDurableClient(conn)
+	c := cl.Service()
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, concurrency+workflowPollers)

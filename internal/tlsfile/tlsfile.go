@@ -16,13 +16,13 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"time"
 )
 
-// stamp is what tells a changed file from the one that was read.
+// stamp is what tells a changed file from the one that was read: another
+// file renamed into place (the usual way to rotate), or the same file
+// rewritten.
 type stamp struct {
-	mod  time.Time
-	size int64
+	info os.FileInfo
 }
 
 func stampOf(path string) (stamp, error) {
@@ -30,7 +30,12 @@ func stampOf(path string) (stamp, error) {
 	if err != nil {
 		return stamp{}, err
 	}
-	return stamp{mod: info.ModTime(), size: info.Size()}, nil
+	return stamp{info: info}, nil
+}
+
+func (s stamp) same(o stamp) bool {
+	return s.info != nil && o.info != nil && os.SameFile(s.info, o.info) &&
+		s.info.ModTime().Equal(o.info.ModTime()) && s.info.Size() == o.info.Size()
 }
 
 // KeyPair is a certificate and its private key, read from two PEM files.
@@ -67,13 +72,13 @@ func (k *KeyPair) reload() (bool, error) {
 	now := [2]stamp{cs, ks}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.cert != nil && now == k.stamps {
+	if k.cert != nil && now[0].same(k.stamps[0]) && now[1].same(k.stamps[1]) {
 		return false, nil
 	}
 	cert, err := tls.LoadX509KeyPair(k.certFile, k.keyFile)
 	if err != nil {
 		err = fmt.Errorf("tls key pair %s, %s: %w", k.certFile, k.keyFile, err)
-		if k.cert != nil && now != k.lastBad && k.OnReloadError != nil {
+		if k.cert != nil && !(now[0].same(k.lastBad[0]) && now[1].same(k.lastBad[1])) && k.OnReloadError != nil {
 			k.OnReloadError(err)
 		}
 		k.lastBad = now
@@ -133,7 +138,7 @@ func (p *CertPool) reload() error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pool != nil && st == p.stamp {
+	if p.pool != nil && st.same(p.stamp) {
 		return nil
 	}
 	pem, err := os.ReadFile(p.file)
@@ -146,7 +151,7 @@ func (p *CertPool) reload() error {
 		err = errors.New("no PEM certificate in it")
 	}
 	err = fmt.Errorf("tls ca %s: %w", p.file, err)
-	if p.pool != nil && st != p.lastBad && p.OnReloadError != nil {
+	if p.pool != nil && !st.same(p.lastBad) && p.OnReloadError != nil {
 		p.OnReloadError(err)
 	}
 	p.lastBad = st

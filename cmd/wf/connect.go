@@ -101,7 +101,7 @@ func (c *cli) usesTLS() bool {
 // unreachableHint says what to check when no connection could be made.
 func (c *cli) unreachableHint() string {
 	if c.usesTLS() {
-		return "is durabled running and serving TLS there? check --addr, --tls-ca and --tls-server-name"
+		return "check --addr, and --tls-ca and --tls-server-name against the daemon's certificate"
 	}
 	return "is durabled running? set --addr or DURABLE_ADDR, and --tls if it serves TLS"
 }

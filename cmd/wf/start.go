@@ -24,6 +24,11 @@ JSON object.
 With --wait, wf waits until the workflow closes and prints its result; it
 exits 1, printing the failure, if the workflow failed.
 
+Against a daemon run with --auth, only a worker principal allowed on the
+task queue may start workflows, and only readers and operators may read
+them: start with a worker's token, without --wait, then follow the workflow
+with 'wf describe' under your own.
+
 Examples:
   wf start FlakyDemo --fail-rate 0.5 --activities 3
       input {"activities":3,"fail_rate":0.5}

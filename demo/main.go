@@ -4,6 +4,7 @@
 //	go run ./demo                      the scripted kill-loop demo
 //	go run ./demo --json               the same, summary as one JSON object
 //	go run ./demo worker --addr ADDR   a demo worker for FlakyDemo and Backlog
+//	                                   (wf's connection flags: --token, --tls-ca, …)
 //	go run ./demo sink --dir DIR       a standalone effects sink for workers
 //
 // The scripted demo builds durabled, starts it on a fresh data dir in a
@@ -25,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -82,6 +84,14 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo: unexpected argument %q\n", fs.Arg(0))
 		fs.Usage()
 		return 2
+	}
+
+	// The demo runs a daemon of its own: DURABLE_* variables meant for
+	// another daemon (a token, TLS files) must not reach its workers.
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "DURABLE_") {
+			os.Unsetenv(k)
+		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

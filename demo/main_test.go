@@ -60,6 +60,8 @@ func TestDemoJSONSummary(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, demoBin, "--json", "--durabled", durabledBin,
 		"--activities", "6", "--worker-kills", "2", "--daemon-restarts", "1", "--seed", "4")
+	// Connection settings for some other daemon stay out of the demo's own.
+	cmd.Env = append(os.Environ(), "DURABLE_TLS=1", "DURABLE_TOKEN=elsewhere", "DURABLE_ADDR=192.0.2.1:7345")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("demo --json: %v\nstderr:\n%s", err, stderr.String())

@@ -18,7 +18,7 @@ import (
 	"github.com/tinyllm/durable/worker"
 )
 
-const workerUsage = `Usage: demo worker [--addr ADDR] [--task-queue Q] [--outage] [--sink-addr ADDR | --sink-dir DIR]
+const workerUsage = `Usage: demo worker [connection flags] [--task-queue Q] [--outage] [--sink-addr ADDR | --sink-dir DIR]
 
 Runs a worker for FlakyDemo and Backlog until interrupted. Effects go to the
 sink served at --sink-addr (what the scripted demo does: several workers share
@@ -28,6 +28,11 @@ worker per directory; a second one is refused).
 With --outage every activity attempt fails with the retryable
 DownstreamUnavailable, so the activities dead-letter; restart the worker
 without --outage and redrive them (wf dlq redrive) to finish the workflows.
+
+The connection flags (--addr, --token, --token-file, --tls, --tls-*) are
+wf's, each defaulting to its DURABLE_* variable. Against a daemon run with
+--auth, give the token of a worker principal whose task queues include
+--task-queue.
 
 Flags:
 `
@@ -39,7 +44,8 @@ func runWorker(args []string) int {
 		fmt.Fprint(fs.Output(), workerUsage)
 		fs.PrintDefaults()
 	}
-	addr := fs.String("addr", client.DefaultAddr, "durabled address")
+	conn := client.ConnectionFromEnv(os.Getenv)
+	conn.RegisterFlags(fs)
 	queue := fs.String("task-queue", client.DefaultTaskQueue, "task queue to poll")
 	outage := fs.Bool("outage", false, "fail every activity attempt with the retryable DownstreamUnavailable")
 	sinkAddr := fs.String("sink-addr", "", "address of a shared effects sink (demo sink, or the scripted demo's)")
@@ -53,6 +59,28 @@ func runWorker(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	opts, err := conn.Options()
+	if err != nil {
+		log.Error("connection flags", "err", err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *identity != "" {
+		opts = append(opts, client.WithIdentity(*identity))
+	}
+	c, err := client.Dial(ctx, conn.Addr, opts...)
+	switch {
+	case errors.Is(err, client.ErrUnreachable):
+		log.Error("dial durabled", "addr", conn.Addr, "err", err)
+		return 3
+	case err != nil:
+		// Options Dial cannot apply: TLS files that do not load.
+		log.Error("connection flags", "err", err)
+		return 2
+	}
+	defer c.Close()
 
 	var sk sink.Sink
 	if *sinkAddr != "" {
@@ -68,19 +96,6 @@ func runWorker(args []string) int {
 		sk = st
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var opts []client.Option
-	if *identity != "" {
-		opts = append(opts, client.WithIdentity(*identity))
-	}
-	c, err := client.Dial(ctx, *addr, opts...)
-	if err != nil {
-		log.Error("dial durabled", "addr", *addr, "err", err)
-		return 3
-	}
-	defer c.Close()
-
 	w := worker.New(c, *queue, worker.Options{MaxConcurrentActivities: *concurrency, Logger: log})
 	fa := &flaky.Activities{Sink: sk, Outage: *outage}
 	ba := &backlog.Activities{Sink: sk, Outage: *outage}
@@ -88,7 +103,7 @@ func runWorker(args []string) int {
 	w.RegisterActivityWithName(fa.FlakyStep, flaky.ActivityName)
 	w.RegisterWorkflowWithName(backlog.Backlog, backlog.WorkflowName)
 	w.RegisterActivityWithName(ba.AnalyzeBacklog, backlog.ActivityName)
-	log.Info("worker running", "addr", *addr, "task_queue", *queue, "outage", *outage, "pid", os.Getpid())
+	log.Info("worker running", "addr", conn.Addr, "task_queue", *queue, "outage", *outage, "pid", os.Getpid())
 	if err := w.Run(ctx); err != nil {
 		log.Error("worker", "err", err)
 		return 1

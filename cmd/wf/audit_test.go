@@ -165,3 +165,17 @@ func TestAuditCells(t *testing.T) {
 		Rpc: "RedriveDeadLetter", Reason: "INC-1", Matched: 1, Count: 1, Done: true, Activities: []*durablev1.ActivityRef{ref("w", "1")}}}, now)
 	mustContain(t, b.String(), "#7", "2026-03-10 11:58:30Z (1m30s ago)", "alice", "INC-1")
 }
+
+func TestPrintEvent_AuditRecord(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	err := printEvent(&b, &durablev1.WatchEvent{
+		Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT,
+		AuditRecords: []*durablev1.AuditRecord{{Id: 50, Principal: "ops", Role: "operator", Rpc: "RedriveDeadLetters",
+			Filter: &durablev1.DeadLetterFilter{FailureType: "Timeout"}, Matched: 6, Count: 2, Reason: "INC-4"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.String(), "upsert", "audit #50 ops (operator) bulk redrive 2/6 unfinished failure-type=Timeout reason: INC-4")
+}

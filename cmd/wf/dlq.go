@@ -33,8 +33,9 @@ given; Ctrl-C or --timeout stops the daemon releasing more.
 Every redrive is written to the daemon's audit log in the same transaction:
 who (your principal and role), when, what was selected, how many went out
 and why. --reason is the why: name the incident or the fix, for whoever reads
-'wf audit' later. A bulk redrive is one record, counting letters as they go;
-one cut short shows how far it got.
+'wf audit' later. A bulk redrive is one record, counting letters as they go
+('wf watch' in another terminal shows it count up); one cut short shows how
+far it got.
 
 Filters (both subcommands):
   --workflow ID          only this workflow

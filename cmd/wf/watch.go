@@ -18,8 +18,9 @@ Usage: wf watch [--snapshot]
 
 Follows the daemon's change stream until interrupted: first a snapshot of
 pending activities, dead letters and workflows, then every change. Each
-activity or workflow in an event is printed as one line, prefixed with the
-event's time and kind (snapshot, upsert, remove). With --json, each event is
+activity, workflow or audit record (a redrive, updated as a bulk one goes)
+in an event is printed as one line, prefixed with the event's time and kind
+(snapshot, upsert, remove). With --json, each event is
 one JSON object on one line (JSON Lines).
 
 Examples:
@@ -112,6 +113,14 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 	}
 	for _, r := range ev.GetRemoved() {
 		lines = append(lines, fmt.Sprintf("activity %s/%s", r.GetWorkflowId(), r.GetActivityId()))
+	}
+	for _, r := range ev.GetAuditRecords() {
+		line := fmt.Sprintf("audit #%d %s (%s) %s %s %s", r.GetId(), r.GetPrincipal(), r.GetRole(),
+			auditAction(r.GetRpc()), auditCount(r), cut(auditSelection(r), 60))
+		if r.GetReason() != "" {
+			line += " reason: " + cut(r.GetReason(), 60)
+		}
+		lines = append(lines, line)
 	}
 	if len(lines) == 0 {
 		lines = []string{""}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tinyllm/durable/client"
 	"github.com/tinyllm/durable/engine"
+	"github.com/tinyllm/durable/internal/testcert"
 	"github.com/tinyllm/durable/internal/testdaemon"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/server"
@@ -170,5 +171,49 @@ func TestAuditRecordsEveryRedrive(t *testing.T) {
 		if !proto.Equal(before[i], after[i]) {
 			t.Errorf("record %d changed across the restart:\nbefore %v\nafter  %v", i, before[i], after[i])
 		}
+	}
+}
+
+// TestTLSConnection runs durabled with TLS and auth, as a team runs it, and
+// checks that every certificate problem is "unreachable" (exit 3) with the
+// reason visible.
+func TestTLSConnection(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := testcert.NewCA(t, "durable test CA")
+	srv := ca.WriteFiles(t, dir, "durabled", "durabled", "127.0.0.1", "durable.test")
+	other := testcert.NewCA(t, "some other CA").WriteFiles(t, dir, "other", "other")
+	authPath := filepath.Join(dir, "auth.json")
+	if err := os.WriteFile(authPath, authFile(t, opsPrincipal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := testdaemon.Exec(t, filepath.Join(dir, "data"), "--tls-cert", srv.Cert, "--tls-key", srv.Key, "--auth", authPath)
+
+	tests := []struct {
+		name  string
+		args  []string
+		code  int
+		wants []string // fragments of stderr, or of stdout on success
+	}{
+		{"Verified", []string{"--tls-ca", srv.CA, "audit"}, exitOK, []string{"No audit records."}},
+		{"ServerName", []string{"--tls-ca", srv.CA, "--tls-server-name", "durable.test", "audit"}, exitOK, []string{"No audit records."}},
+		{"WrongServerName", []string{"--tls-ca", srv.CA, "--tls-server-name", "elsewhere.test", "audit"}, exitUnreachable,
+			[]string{"elsewhere.test", "--tls-server-name"}},
+		{"OtherCA", []string{"--tls-ca", other.CA, "audit"}, exitUnreachable, []string{"unknown authority", "--tls-ca"}},
+		{"SystemRoots", []string{"--tls", "audit"}, exitUnreachable, []string{"certificate"}},
+		{"Plaintext", []string{"audit"}, exitUnreachable, []string{"--tls if it serves TLS"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := wf(t, append([]string{"--addr", d.Addr, "--token", opsPrincipal.token}, tt.args...)...).wantCode(t, tt.code)
+			out := r.stderr
+			if tt.code == exitOK {
+				out = r.stdout
+			} else if strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+				t.Errorf("stderr is not one line:\n%s", r.stderr)
+			}
+			mustContain(t, out, tt.wants...)
+		})
 	}
 }

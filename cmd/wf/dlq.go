@@ -237,7 +237,11 @@ func (c *cli) redriveAll(filter client.DeadLetterFilter, rate float64, reason st
 		return c.done(printJSON(c.stdout, doc))
 	}
 	if resp.GetMatched() == 0 {
-		fmt.Fprintf(c.stdout, "No dead letters match %s; nothing redriven · audit #%d\n", filterText(filter.WorkflowID, filter.ActivityType, filter.FailureType), resp.GetAuditId())
+		none := "No dead letters"
+		if sel := filterText(filter.WorkflowID, filter.ActivityType, filter.FailureType); sel != "all" {
+			none = "No dead letters match " + sel
+		}
+		fmt.Fprintf(c.stdout, "%s; nothing redriven · audit #%d\n", none, resp.GetAuditId())
 		return exitOK
 	}
 	for _, ref := range resp.GetRedriven() {

@@ -28,6 +28,12 @@ const maxRecvMsgSize = 256 << 20
 // the daemon could be made; callers check it with errors.Is (wf exits 3 on it).
 var ErrUnreachable = errors.New("durable daemon unreachable")
 
+// ErrConfig is wrapped by the errors of Dial, New and Connection.Options
+// when the options themselves cannot be used: TLS files that do not load, a
+// token file that cannot be read, a malformed address. Nothing was sent;
+// the fix is on the caller's side (wf exits 2 on it).
+var ErrConfig = errors.New("client settings")
+
 // Option configures Dial.
 type Option func(*options)
 
@@ -99,14 +105,14 @@ func New(addr string, opts ...Option) (*Client, error) {
 		opt(&o)
 	}
 	if o.err != nil {
-		return nil, o.err
+		return nil, fmt.Errorf("%w: %w", ErrConfig, o.err)
 	}
 	if o.identity == "" {
 		o.identity = DefaultIdentity()
 	}
 	creds, err := o.transport()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
@@ -119,7 +125,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 	}
 	conn, err := grpc.NewClient(addr, append(dialOpts, o.dialOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
+		return nil, fmt.Errorf("%w: dial %s: %w", ErrConfig, addr, err)
 	}
 	return &Client{
 		conn:      conn,

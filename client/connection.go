@@ -66,11 +66,25 @@ func (c *Connection) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ServerName, "tls-server-name", c.ServerName, "`name` to verify the daemon's certificate against, if not the host dialled (env DURABLE_TLS_SERVER_NAME)")
 }
 
-// Options returns the client options for c: TLS when any TLS setting is
-// given, and the bearer token.
+// UsesTLS reports whether c connects with TLS: --tls, or any TLS file or
+// server name.
+func (c Connection) UsesTLS() bool {
+	return c.TLS || c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" || c.ServerName != ""
+}
+
+// Options returns the client options for c: TLS when UsesTLS, and the
+// bearer token. Errors wrap ErrConfig.
 func (c Connection) Options() ([]Option, error) {
+	opts, err := c.options()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return opts, nil
+}
+
+func (c Connection) options() ([]Option, error) {
 	var opts []Option
-	if c.TLS || c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" || c.ServerName != "" {
+	if c.UsesTLS() {
 		opts = append(opts, WithTLS(TLSFiles{CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, ServerName: c.ServerName}))
 	}
 	token := c.Token

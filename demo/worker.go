@@ -72,13 +72,12 @@ func runWorker(args []string) int {
 	}
 	c, err := client.Dial(ctx, conn.Addr, opts...)
 	switch {
-	case errors.Is(err, client.ErrUnreachable):
-		log.Error("dial durabled", "addr", conn.Addr, "err", err)
-		return 3
-	case err != nil:
-		// Options Dial cannot apply: TLS files that do not load.
+	case errors.Is(err, client.ErrConfig):
 		log.Error("connection flags", "err", err)
 		return 2
+	case err != nil:
+		log.Error("dial durabled", "addr", conn.Addr, "err", err)
+		return 3
 	}
 	defer c.Close()
 

@@ -35,6 +35,7 @@ func (e *Engine) RedriveDeadLetter(ctx context.Context, by Actor, req *durablev1
 			return err
 		}
 		resp.Activity = proto.Clone(in).(*durablev1.PendingActivity)
+		resp.AuditId = rec.GetId()
 		return nil
 	})
 	if err != nil {
@@ -144,9 +145,11 @@ func (e *Engine) RedriveDeadLetters(ctx context.Context, by Actor, req *durablev
 		// in commit order, so its sync covers the ones before it.
 		durable := last || due(i+1).After(e.now())
 		var skipped bool
+		var activityType string
 		err := e.submit(func(tx Tx, c *change) error {
 			now := e.now()
-			_, err := e.redrive(tx, c, ref.GetWorkflowId(), ref.GetActivityId(), by, req.GetReason(), now)
+			in, err := e.redrive(tx, c, ref.GetWorkflowId(), ref.GetActivityId(), by, req.GetReason(), now)
+			activityType = in.GetActivityType()
 			skipped = errors.Is(err, ErrNotDeadLettered) || errors.Is(err, ErrNotFound)
 			switch {
 			case skipped && !last:
@@ -171,7 +174,7 @@ func (e *Engine) RedriveDeadLetters(ctx context.Context, by Actor, req *durablev
 		rec = next
 		resp.Count++
 		if len(resp.Redriven) < maxListedRedrives {
-			resp.Redriven = append(resp.Redriven, ref)
+			resp.Redriven = append(resp.Redriven, &durablev1.ActivityRef{WorkflowId: ref.GetWorkflowId(), ActivityId: ref.GetActivityId(), ActivityType: activityType})
 		}
 	}
 	return resp, nil

@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -49,7 +52,7 @@ func (w *Worker) pollActivityTasks() {
 			if w.pollCtx.Err() != nil {
 				return
 			}
-			w.log.Warn("poll activity tasks", "err", err)
+			w.logPollError("poll activity tasks", err)
 			bo.wait(w.pollCtx)
 			continue
 		}
@@ -84,11 +87,25 @@ func (w *Worker) pollWorkflowTasks(slots chan struct{}) {
 			if w.pollCtx.Err() != nil {
 				return
 			}
-			w.log.Warn("poll workflow tasks", "err", err)
+			w.logPollError("poll workflow tasks", err)
 			bo.wait(w.pollCtx)
 			continue
 		}
 		bo.reset()
+	}
+}
+
+// logPollError logs a failed poll. A daemon that refuses the worker's
+// credentials is an error an operator must fix (the poll goes on, so that a
+// corrected auth file, reloaded by the daemon, lets the worker in); anything
+// else, such as a restarting daemon, is a warning.
+func (w *Worker) logPollError(msg string, err error) {
+	switch status.Code(err) {
+	case codes.Unauthenticated, codes.PermissionDenied:
+		w.log.Error(msg+": the daemon refused this worker's credentials; check its token or certificate and the daemon's auth file",
+			"task_queue", w.queue, "err", err)
+	default:
+		w.log.Warn(msg, "err", err)
 	}
 }
 

@@ -61,12 +61,10 @@ func (c *cli) dial(ctx context.Context) (*client.Client, int) {
 	}
 	cl, err := client.Dial(dctx, c.g.conn.Addr, opts...)
 	switch {
-	case errors.Is(err, client.ErrUnreachable):
-		return nil, c.fail(err)
-	case err != nil:
-		// Dial fails otherwise only on options it cannot apply: TLS
-		// files that do not load, a malformed address.
+	case errors.Is(err, client.ErrConfig):
 		return nil, c.usageError("", err.Error())
+	case err != nil:
+		return nil, c.fail(err)
 	}
 	return cl, -1
 }
@@ -92,15 +90,9 @@ func (c *cli) fail(err error) int {
 	return code
 }
 
-// usesTLS reports whether the connection settings turn TLS on.
-func (c *cli) usesTLS() bool {
-	n := c.g.conn
-	return n.TLS || n.CAFile != "" || n.CertFile != "" || n.KeyFile != "" || n.ServerName != ""
-}
-
 // unreachableHint says what to check when no connection could be made.
 func (c *cli) unreachableHint() string {
-	if c.usesTLS() {
+	if c.g.conn.UsesTLS() {
 		return "check --addr, and --tls-ca and --tls-server-name against the daemon's certificate"
 	}
 	return "is durabled running? set --addr or DURABLE_ADDR, and --tls if it serves TLS"

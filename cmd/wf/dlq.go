@@ -176,17 +176,19 @@ func (c *cli) dlqRedrive(args []string) int {
 		return code
 	}
 	defer done()
-	a, err := cl.Redrive(ctx, pos[0], pos[1], client.WithReason(*reason))
+	// The raw call, for the audit record's id that Client.Redrive drops.
+	resp, err := cl.Service().RedriveDeadLetter(ctx, &durablev1.RedriveDeadLetterRequest{WorkflowId: pos[0], ActivityId: pos[1], Reason: *reason})
 	if err != nil {
-		return c.fail(err)
+		return c.fail(fmt.Errorf("redrive %s/%s: %w", pos[0], pos[1], err))
 	}
+	a := resp.GetActivity()
 	if c.g.json {
 		return c.done(printJSON(c.stdout, redriveDoc{
 			Redriven: []json.RawMessage{rawProto(a)}, Failed: []redriveFailure{},
-			Matched: 1, Count: 1,
+			Matched: 1, Count: 1, AuditID: resp.GetAuditId(),
 		}))
 	}
-	fmt.Fprintf(c.stdout, "redrove %s/%s (%s): queued as attempt %d\n", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType(), a.GetAttempt())
+	fmt.Fprintf(c.stdout, "redrove %s/%s (%s): queued as attempt %d · audit #%d\n", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType(), a.GetAttempt(), resp.GetAuditId())
 	return exitOK
 }
 
@@ -245,7 +247,11 @@ func (c *cli) redriveAll(filter client.DeadLetterFilter, rate float64, reason st
 		return exitOK
 	}
 	for _, ref := range resp.GetRedriven() {
-		fmt.Fprintf(c.stdout, "redrove %s/%s\n", ref.GetWorkflowId(), ref.GetActivityId())
+		if t := ref.GetActivityType(); t != "" {
+			fmt.Fprintf(c.stdout, "redrove %s/%s (%s)\n", ref.GetWorkflowId(), ref.GetActivityId(), t)
+		} else {
+			fmt.Fprintf(c.stdout, "redrove %s/%s\n", ref.GetWorkflowId(), ref.GetActivityId())
+		}
 	}
 	if n := resp.GetCount() - int64(len(resp.GetRedriven())); n > 0 {
 		fmt.Fprintf(c.stdout, "… and %d more\n", n)

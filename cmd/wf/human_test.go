@@ -50,7 +50,7 @@ func TestRedriveAll(t *testing.T) {
 	mustContain(t, r.stdout, "No dead letters match failure-type=Other", "audit #")
 
 	r = wf(t, "--addr", addr, "dlq", "redrive", "--all", "--workflow", "all-0", "--reason", "INC-3").wantCode(t, exitOK)
-	mustContain(t, r.stdout, "redrove all-0/1\n", "redrove 1 of 1 dead letter (0 skipped) · audit #")
+	mustContain(t, r.stdout, "redrove all-0/1 (ChargeCard)\n", "redrove 1 of 1 dead letter (0 skipped) · audit #")
 	mustContain(t, r.stderr, "redriving the dead letters with workflow=all-0, paced by the daemon")
 
 	start := time.Now()

@@ -2792,8 +2792,10 @@ func (x *RedriveDeadLetterRequest) GetReason() string {
 }
 
 type RedriveDeadLetterResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Activity      *PendingActivity       `protobuf:"bytes,1,opt,name=activity,proto3" json:"activity,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Activity *PendingActivity       `protobuf:"bytes,1,opt,name=activity,proto3" json:"activity,omitempty"`
+	// The audit record of this redrive.
+	AuditId       int64 `protobuf:"varint,2,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2833,6 +2835,13 @@ func (x *RedriveDeadLetterResponse) GetActivity() *PendingActivity {
 		return x.Activity
 	}
 	return nil
+}
+
+func (x *RedriveDeadLetterResponse) GetAuditId() int64 {
+	if x != nil {
+		return x.AuditId
+	}
+	return 0
 }
 
 // DeadLetterFilter selects dead letters; an empty field matches anything.
@@ -3264,9 +3273,12 @@ func (*WatchRequest) Descriptor() ([]byte, []int) {
 
 // ActivityRef names one activity.
 type ActivityRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkflowId    string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
-	ActivityId    string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	WorkflowId string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	ActivityId string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// The activity's type, where the sender knows it (redrive replies); a
+	// request need not set it.
+	ActivityType  string `protobuf:"bytes,3,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3311,6 +3323,13 @@ func (x *ActivityRef) GetWorkflowId() string {
 func (x *ActivityRef) GetActivityId() string {
 	if x != nil {
 		return x.ActivityId
+	}
+	return ""
+}
+
+func (x *ActivityRef) GetActivityType() string {
+	if x != nil {
+		return x.ActivityType
 	}
 	return ""
 }
@@ -3887,9 +3906,10 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"workflowId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
 	"activityId\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"T\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"o\n" +
 	"\x19RedriveDeadLetterResponse\x127\n" +
-	"\bactivity\x18\x01 \x01(\v2\x1b.durable.v1.PendingActivityR\bactivity\"{\n" +
+	"\bactivity\x18\x01 \x01(\v2\x1b.durable.v1.PendingActivityR\bactivity\x12\x19\n" +
+	"\baudit_id\x18\x02 \x01(\x03R\aauditId\"{\n" +
 	"\x10DeadLetterFilter\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12#\n" +
@@ -3919,12 +3939,13 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x03max\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03max\"P\n" +
 	"\x19ListActivityStatsResponse\x123\n" +
 	"\x05stats\x18\x01 \x03(\v2\x1d.durable.v1.ActivityTypeStatsR\x05stats\"\x0e\n" +
-	"\fWatchRequest\"O\n" +
+	"\fWatchRequest\"t\n" +
 	"\vActivityRef\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
-	"activityId\"\xdf\x02\n" +
+	"activityId\x12#\n" +
+	"\ractivity_type\x18\x03 \x01(\tR\factivityType\"\xdf\x02\n" +
 	"\n" +
 	"WatchEvent\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.durable.v1.WatchEventKindR\x04kind\x12;\n" +

@@ -82,7 +82,7 @@ func historyCmd(ctx context.Context, b Backend, workflowID string) tea.Cmd {
 	return func() tea.Msg {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		events, err := b.GetWorkflowHistory(cctx, workflowID)
+		events, err := b.History(cctx, workflowID)
 		return historyMsg{workflowID: workflowID, events: events, err: err}
 	}
 }
@@ -91,7 +91,7 @@ func redriveCmd(ctx context.Context, b Backend, job int, r ref) tea.Cmd {
 	return func() tea.Msg {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		err := b.RedriveDeadLetter(cctx, r.workflowID, r.activityID)
+		err := b.Redrive(cctx, r.workflowID, r.activityID, "")
 		return redriveResultMsg{job: job, ref: r, err: err}
 	}
 }

@@ -87,11 +87,11 @@ func historyCmd(ctx context.Context, b Backend, workflowID string) tea.Cmd {
 	}
 }
 
-func redriveCmd(ctx context.Context, b Backend, job int, r ref) tea.Cmd {
+func redriveCmd(ctx context.Context, b Backend, job int, r ref, reason string) tea.Cmd {
 	return func() tea.Msg {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		err := b.Redrive(cctx, r.workflowID, r.activityID, "")
+		err := b.Redrive(cctx, r.workflowID, r.activityID, reason)
 		return redriveResultMsg{job: job, ref: r, err: err}
 	}
 }

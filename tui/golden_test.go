@@ -77,6 +77,7 @@ func TestGoldenViews(t *testing.T) {
 		{name: "Timeline", backend: fixtureBackend, keys: []string{"3", "j", "enter"}, waitFor: "TimerStarted"},
 		{name: "Detail", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history"},
 		{name: "Confirm", backend: fixtureBackend, keys: []string{"2", "g", "R"}},
+		{name: "ConfirmReason", backend: fixtureBackend, keys: []string{"2", "g", "R", "e", "INC-7 gateway is back"}, waitFor: "INC-7"},
 		{name: "Filter", backend: fixtureBackend, keys: []string{"/", "c", "h", "a", "r", "g", "e"}},
 		{name: "Help", backend: fixtureBackend, keys: []string{"?"}},
 		{name: "Disconnected", backend: func() *fakeBackend {

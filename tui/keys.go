@@ -23,6 +23,11 @@ type KeyMap struct {
 	Group      key.Binding
 	Help       key.Binding
 	Quit       key.Binding
+	// The redrive dialog's own keys.
+	Confirm    key.Binding
+	EditReason key.Binding
+	Submit     key.Binding
+	Cancel     key.Binding
 }
 
 // DefaultKeyMap is the k9s/lazygit-style keyboard model.
@@ -46,6 +51,10 @@ func DefaultKeyMap() KeyMap {
 		Group:      key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "group by failure")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),
+		EditReason: key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "give a reason")),
+		Submit:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "redrive with this reason")),
+		Cancel:     key.NewBinding(key.WithKeys("esc", "ctrl+c"), key.WithHelp("esc", "cancel")),
 	}
 }
 
@@ -90,4 +99,14 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 		short: short,
 		full:  [][]key.Binding{own, k.navigation(), k.views(), append([]key.Binding{k.Back}, global...)},
 	}
+}
+
+// forDialog is the help of the redrive dialog: what y, e, enter and esc do
+// there, whatever screen is underneath.
+func (k KeyMap) forDialog(editing bool) screenKeys {
+	own := []key.Binding{k.Confirm, k.EditReason, k.Cancel}
+	if editing {
+		own = []key.Binding{k.Submit, k.Cancel}
+	}
+	return screenKeys{short: own, full: [][]key.Binding{own}}
 }

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/bubbles/cursor"
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -20,17 +23,25 @@ func refOf(a *durablev1.PendingActivity) ref {
 }
 
 // confirm is the dialog before a redrive: it fixes the targets at the moment
-// the key was pressed, so what runs is exactly what the count said.
+// the key was pressed, so what runs is exactly what the count said. y goes
+// ahead at once without a reason (as scripts expect); e opens a line for one.
 type confirm struct {
-	refs []ref
-	what string // "order-42 / 3 ChargeCard" or "matching fail:Timeout"
+	refs    []ref
+	what    string // "order-42 / 3 ChargeCard" or "every dead letter failing with Timeout"
+	editing bool   // the reason line has the keyboard
+	reason  textinput.Model
 }
+
+// maxReason bounds the reason typed in the dialog; the daemon takes more,
+// but a reason is a line in the audit log, not a report.
+const maxReason = 300
 
 // redriveJob releases redrives at a steady rate rather than all at once, so
 // that an outage's thousand dead letters do not hit the workers as one herd.
 type redriveJob struct {
 	id       int
 	refs     []ref
+	reason   string
 	next     int // refs[:next] were sent
 	inflight int
 	done     int
@@ -54,24 +65,68 @@ func (m Model) askRedrive(refs []ref, what string) Model {
 		m.flash = "a redrive is still running"
 		return m
 	}
-	m.confirm = &confirm{refs: refs, what: what}
+	in := textinput.New()
+	in.Prompt = "reason: "
+	in.Placeholder = "e.g. INC-7, gateway is back"
+	in.CharLimit = maxReason
+	in.Width = reasonWidth(m.width)
+	in.PromptStyle = m.styles.Label
+	in.Cursor.SetMode(cursor.CursorStatic)
+	m.confirm = &confirm{refs: refs, what: what, reason: in}
 	return m
 }
 
-// answerConfirm handles the key pressed in the dialog: y starts the redrive,
-// anything else cancels.
+// answerConfirm handles a key pressed in the dialog. Without the reason line:
+// y starts the redrive, e opens the reason line, anything else cancels. With
+// it: enter starts the redrive with the reason, esc cancels, the rest is
+// typing.
 func (m Model) answerConfirm(msg tea.KeyMsg) (Model, tea.Cmd) {
-	c := m.confirm
-	m.confirm = nil
-	if msg.String() != "y" {
-		m.flash = "redrive cancelled"
-		return m, nil
+	c := *m.confirm
+	k := m.keys
+	if c.editing {
+		switch {
+		case key.Matches(msg, k.Submit):
+			return m.startRedrive(c.refs, strings.TrimSpace(c.reason.Value()))
+		case key.Matches(msg, k.Cancel):
+			return m.cancelConfirm(), nil
+		}
+		var cmd tea.Cmd
+		c.reason, cmd = c.reason.Update(msg)
+		m.confirm = &c
+		return m, cmd
 	}
+	switch {
+	case key.Matches(msg, k.Confirm):
+		return m.startRedrive(c.refs, "")
+	case key.Matches(msg, k.EditReason):
+		c.editing = true
+		cmd := c.reason.Focus()
+		m.confirm = &c
+		return m, cmd
+	}
+	return m.cancelConfirm(), nil
+}
+
+// reasonWidth is how much of the reason the dialog shows: its text width less
+// the prompt and the cursor.
+func reasonWidth(termWidth int) int {
+	return max(dialogWidth(termWidth)-len("reason: ")-1, 1)
+}
+
+func (m Model) cancelConfirm() Model {
+	m.confirm = nil
+	m.flash = "redrive cancelled"
+	return m
+}
+
+// startRedrive closes the dialog and starts redriving refs.
+func (m Model) startRedrive(refs []ref, reason string) (Model, tea.Cmd) {
+	m.confirm = nil
 	id := 1
 	if m.job != nil {
 		id = m.job.id + 1
 	}
-	m.job = &redriveJob{id: id, refs: c.refs, started: m.now}
+	m.job = &redriveJob{id: id, refs: refs, reason: reason, started: m.now}
 	m.flash = ""
 	return m.releaseRedrive()
 }
@@ -85,7 +140,7 @@ func (m Model) releaseRedrive() (Model, tea.Cmd) {
 	}
 	var cmds []tea.Cmd
 	if j.inflight < maxInflight {
-		cmds = append(cmds, redriveCmd(m.p.Context, m.p.Backend, j.id, j.refs[j.next]))
+		cmds = append(cmds, redriveCmd(m.p.Context, m.p.Backend, j.id, j.refs[j.next], j.reason))
 		j.next++
 		j.inflight++
 	}

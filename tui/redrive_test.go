@@ -25,12 +25,19 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestRedriveKeypress(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name string
-		keys []string
-		want []ref
+		name   string
+		keys   []string
+		want   []ref
+		reason string
 	}{
 		// The dead letters view shows the newest first: order-0995, order-0991, order-0990.
 		{name: "RThenYRedrivesTheSelectedLetterOnce", keys: []string{"2", "j", "r", "y"}, want: []ref{{"order-0991", "1"}}},
+		{name: "RThenETypedReasonThenEnterRedrivesWithTheReason", keys: []string{"2", "j", "r", "e", "I", "N", "C", "-", "7", "enter"},
+			want: []ref{{"order-0991", "1"}}, reason: "INC-7"},
+		{name: "ReasonTypedAllAtOnce", keys: []string{"2", "j", "r", "e", "INC-7 gateway back", "enter"},
+			want: []ref{{"order-0991", "1"}}, reason: "INC-7 gateway back"},
+		{name: "ReasonLineThenEscCancels", keys: []string{"2", "r", "e", "I", "esc"}},
+		{name: "ReasonLineTakesYAsText", keys: []string{"2", "r", "e", "y", "esc"}},
 		{name: "RThenNCancels", keys: []string{"2", "r", "n"}},
 		{name: "RThenEscCancels", keys: []string{"2", "r", "esc"}},
 		{name: "RThenOtherKeyCancels", keys: []string{"2", "r", "r"}},
@@ -55,6 +62,11 @@ func TestRedriveKeypress(t *testing.T) {
 			}
 			final := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(Model)
 			got := fake.redriven()
+			for _, call := range fake.singleCalls() {
+				if call.reason != c.reason {
+					t.Errorf("redrive of %v had reason %q, want %q", call.ref, call.reason, c.reason)
+				}
+			}
 			// Calls run concurrently (up to maxInflight), so compare as sets.
 			byID := func(a, b ref) int { return strings.Compare(a.workflowID+a.activityID, b.workflowID+b.activityID) }
 			slices.SortFunc(got, byID)

@@ -16,6 +16,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 		m.help.Width = msg.Width
 		m.input.Width = max(msg.Width-4, 10)
+		if m.confirm != nil {
+			c := *m.confirm
+			c.reason.Width = reasonWidth(msg.Width)
+			m.confirm = &c
+		}
 		return m.clampAll(), nil
 	case tickMsg:
 		m.now = msg.now

@@ -39,11 +39,11 @@ type (
 		events     []*durablev1.HistoryEvent
 		err        error
 	}
-	redriveTickMsg   struct{ job int }
-	redriveResultMsg struct {
-		job int
-		ref ref
-		err error
+	// redriveDoneMsg answers a redrive; resp is set for a bulk one.
+	redriveDoneMsg struct {
+		job  int
+		resp *durablev1.RedriveDeadLettersResponse
+		err  error
 	}
 )
 
@@ -92,10 +92,15 @@ func redriveCmd(ctx context.Context, b Backend, job int, r ref, reason string) t
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 		err := b.Redrive(cctx, r.workflowID, r.activityID, reason)
-		return redriveResultMsg{job: job, ref: r, err: err}
+		return redriveDoneMsg{job: job, err: err}
 	}
 }
 
-func redriveTickCmd(d time.Duration, job int) tea.Cmd {
-	return tea.Tick(d, func(time.Time) tea.Msg { return redriveTickMsg{job: job} })
+// redriveListCmd is one bulk redrive; ctx carries its deadline and lets the
+// operator stop it.
+func redriveListCmd(ctx context.Context, b Backend, job int, p RedriveListParams) tea.Cmd {
+	return func() tea.Msg {
+		resp, err := b.RedriveList(ctx, p)
+		return redriveDoneMsg{job: job, resp: resp, err: err}
+	}
 }

@@ -272,12 +272,3 @@ func fixtureHistory() map[string][]*durablev1.HistoryEvent {
 	h[6].TimerId, h[6].TimerDuration = "t1", durationpb.New(time.Minute)
 	return map[string][]*durablev1.HistoryEvent{"order-1001": h}
 }
-
-// redriven is every letter redriven one by one.
-func (f *fakeBackend) redriven() []ref {
-	var out []ref
-	for _, c := range f.singleCalls() {
-		out = append(out, c.ref)
-	}
-	return out
-}

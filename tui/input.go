@@ -28,7 +28,7 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	if m.filtering {
 		return m.filterKey(msg)
 	}
-	m.flash = ""
+	m.flash = flash{}
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Quit):
@@ -84,6 +84,8 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.redriveSelected(), nil
 	case key.Matches(msg, k.RedriveAll):
 		return m.redriveAll(), nil
+	case key.Matches(msg, k.Stop):
+		return m.stopRedrive(), nil
 	}
 	return m, nil
 }
@@ -201,11 +203,11 @@ func (m Model) redriveSelected() Model {
 			return m.askGroup(g)
 		}
 		if a := m.selectedActivity(); a != nil {
-			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()))
+			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()), false)
 		}
 	case screenDetail:
 		if a := m.detailActivity(); a != nil && isDead(a) {
-			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()))
+			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()), false)
 		}
 	}
 	return m
@@ -229,7 +231,7 @@ func (m Model) redriveAll() Model {
 	if t := m.st.dead.filter.text; t != "" {
 		what = fmt.Sprintf("every dead letter matching %q", t)
 	}
-	return m.askRedrive(refs, what)
+	return m.askRedrive(refs, what, true)
 }
 
 func (m Model) askGroup(g *failureGroup) Model {
@@ -237,5 +239,5 @@ func (m Model) askGroup(g *failureGroup) Model {
 	for i := 0; i < g.members.Len(); i++ {
 		refs = append(refs, refOf(g.members.At(i)))
 	}
-	return m.askRedrive(refs, "every dead letter failing with "+g.typ)
+	return m.askRedrive(refs, "every dead letter failing with "+g.typ, true)
 }

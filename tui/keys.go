@@ -21,6 +21,7 @@ type KeyMap struct {
 	Redrive    key.Binding
 	RedriveAll key.Binding
 	Group      key.Binding
+	Stop       key.Binding
 	Help       key.Binding
 	Quit       key.Binding
 	// The redrive dialog's own keys.
@@ -49,6 +50,7 @@ func DefaultKeyMap() KeyMap {
 		Redrive:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "redrive")),
 		RedriveAll: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "redrive all shown")),
 		Group:      key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "group by failure")),
+		Stop:       key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "stop a bulk redrive")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),

@@ -40,7 +40,8 @@ type Params struct {
 	// ReconnectDelayFunc is the wait before reconnection attempt n (n >= 1)
 	// after the stream failed. Default: 500ms doubling, capped at 10s.
 	ReconnectDelayFunc func(n int) time.Duration
-	// RedrivesPerSecond spreads a bulk redrive over time. Default 50.
+	// RedrivesPerSecond is the rate at which the daemon releases the
+	// letters of a bulk redrive. Default 50.
 	RedrivesPerSecond int
 }
 
@@ -117,8 +118,32 @@ type Model struct {
 	detail   detail
 	timeline timeline
 	confirm  *confirm
-	job      *redriveJob
-	flash    string
+	job      *redriveJob // the redrive being waited on, if any
+	jobs     int         // redrives started, for telling answers apart
+	flash    flash
+}
+
+// flash is the outcome of the last action, shown under the header until a
+// key is pressed or flashFor has passed.
+type flash struct {
+	text string
+	warn bool // an error: shown as a warning
+	at   time.Time
+}
+
+// flashFor is how long an outcome stays on screen.
+const flashFor = 15 * time.Second
+
+// say shows text as the outcome of the last action.
+func (m Model) say(text string) Model {
+	m.flash = flash{text: text, at: m.now}
+	return m
+}
+
+// warn shows text as a failed action.
+func (m Model) warn(text string) Model {
+	m.flash = flash{text: text, warn: true, at: m.now}
+	return m
 }
 
 // New returns a console that follows p.Backend.

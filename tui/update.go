@@ -24,6 +24,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.clampAll(), nil
 	case tickMsg:
 		m.now = msg.now
+		if m.flash.text != "" && !m.now.Before(m.flash.at.Add(flashFor)) {
+			m.flash = flash{}
+		}
 		return m, tickCmd(m.tickInterval(), m.p.ClockFunc)
 	case streamOpenedMsg:
 		if msg.gen != m.conn.gen {
@@ -53,13 +56,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, connectCmd(m.p.Context, m.p.Backend, m.conn.gen)
 	case historyMsg:
 		return m.gotHistory(msg), nil
-	case redriveTickMsg:
-		if m.job == nil || m.job.id != msg.job {
-			return m, nil
-		}
-		return m.releaseRedrive()
-	case redriveResultMsg:
-		return m.redriveResult(msg), nil
+	case redriveDoneMsg:
+		return m.redriveDone(msg), nil
 	case tea.KeyMsg:
 		return m.key(msg)
 	}
@@ -90,6 +88,7 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE:
 		m.st.removeActivities(ev.GetRemoved())
 	}
+	m.job.observe(ev, m.st)
 	return m.clampAll()
 }
 
@@ -98,7 +97,7 @@ func (m Model) disconnected(err error) (Model, tea.Cmd) {
 	m.conn.live, m.conn.retrying = false, false
 	m.conn.stream = nil
 	m.conn.failures++
-	m.conn.lastErr = err.Error()
+	m.conn.lastErr = errorText(err)
 	d := m.p.ReconnectDelayFunc(m.conn.failures)
 	m.conn.retryAt = m.now.Add(d)
 	return m, reconnectCmd(d, m.conn.gen)

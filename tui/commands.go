@@ -39,6 +39,10 @@ type (
 		events     []*durablev1.HistoryEvent
 		err        error
 	}
+	auditMsg struct {
+		records []*durablev1.AuditRecord
+		err     error
+	}
 	// redriveDoneMsg answers a redrive; resp is set for a bulk one.
 	redriveDoneMsg struct {
 		job  int
@@ -84,6 +88,16 @@ func historyCmd(ctx context.Context, b Backend, workflowID string) tea.Cmd {
 		defer cancel()
 		events, err := b.History(cctx, workflowID)
 		return historyMsg{workflowID: workflowID, events: events, err: err}
+	}
+}
+
+// auditCmd reads the newest audit records.
+func auditCmd(ctx context.Context, b Backend) tea.Cmd {
+	return func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		recs, err := b.AuditLog(cctx, auditLoadLimit)
+		return auditMsg{records: recs, err: err}
 	}
 }
 

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -271,4 +272,32 @@ func fixtureHistory() map[string][]*durablev1.HistoryEvent {
 	h[5].ActivityId, h[5].ActivityType = "2", "ReserveStock"
 	h[6].TimerId, h[6].TimerDuration = "t1", durationpb.New(time.Minute)
 	return map[string][]*durablev1.HistoryEvent{"order-1001": h}
+}
+
+// fixtureAudit is a log with a bulk redrive still running, a finished one
+// with a reason, a single redrive and an older sweep that skipped some.
+func fixtureAudit() []*durablev1.AuditRecord {
+	refs := func(names ...string) []*durablev1.ActivityRef {
+		var out []*durablev1.ActivityRef
+		for _, n := range names {
+			wf, id, _ := strings.Cut(n, "/")
+			out = append(out, &durablev1.ActivityRef{WorkflowId: wf, ActivityId: id})
+		}
+		return out
+	}
+	return []*durablev1.AuditRecord{
+		{Id: 42, Time: at(-30 * time.Second), Principal: "ops-bot", Role: "operator", Rpc: "RedriveDeadLetters",
+			Reason:  "nightly sweep after the card gateway's maintenance window",
+			Filter:  &durablev1.DeadLetterFilter{ActivityType: "ChargeCard", FailureType: "GatewayTimeout"},
+			Matched: 120, Count: 45, Activities: refs("order-0801/1", "order-0802/1")},
+		{Id: 41, Time: at(-2 * time.Minute), Principal: "ana", Role: "operator", Rpc: "RedriveDeadLetters",
+			Reason:  "INC-7 gateway back, redriving the timeouts",
+			Matched: 3, Count: 3, Done: true, Activities: refs("order-0980/1", "order-0981/1", "order-0982/1")},
+		{Id: 39, Time: at(-65 * time.Minute), Principal: "local", Role: "operator", Rpc: "RedriveDeadLetter",
+			Matched: 1, Count: 1, Done: true, Activities: refs("order-0970/2")},
+		{Id: 38, Time: at(-26 * time.Hour), Principal: "ana", Role: "operator", Rpc: "RedriveDeadLetters", Reason: "INC-5",
+			Filter: &durablev1.DeadLetterFilter{}, Matched: 12, Count: 10, Done: true,
+			Activities: refs("order-0901/1", "order-0902/1", "order-0903/1", "order-0904/1", "order-0905/1",
+				"order-0906/1", "order-0907/1", "order-0908/1", "order-0909/1", "order-0910/1")},
+	}
 }

@@ -42,15 +42,14 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.show(screenDeadLetters), nil
 	case key.Matches(msg, k.Workflows):
 		return m.show(screenWorkflows), nil
+	case key.Matches(msg, k.Audit):
+		return m.show(screenAudit), nil
 	case key.Matches(msg, k.NextView):
-		next := screenAttempts
-		switch m.screen {
-		case screenAttempts:
-			next = screenDeadLetters
-		case screenDeadLetters:
-			next = screenWorkflows
+		current := m.screen
+		if !current.isList() {
+			current = m.back
 		}
-		return m.show(next), nil
+		return m.show((current + 1) % (screenAudit + 1)), nil
 	case key.Matches(msg, k.Up):
 		return m.move(-1), nil
 	case key.Matches(msg, k.Down):
@@ -66,7 +65,7 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.Back):
 		return m.escape(), nil
 	case key.Matches(msg, k.Filter):
-		if m.screen > screenWorkflows {
+		if m.screen > screenWorkflows { // no filter on the audit log or a detail
 			return m, nil
 		}
 		m.filtering = true
@@ -99,7 +98,7 @@ func (m Model) show(s screen) Model {
 // escape leaves the detail or timeline, or else clears the filter and grouping.
 func (m Model) escape() Model {
 	switch m.screen {
-	case screenDetail, screenTimeline:
+	case screenDetail, screenTimeline, screenAuditRecord:
 		m.screen = m.back
 		return m
 	}
@@ -190,6 +189,11 @@ func (m Model) open() (tea.Model, tea.Cmd) {
 		m.back, m.screen = m.screen, screenTimeline
 		m.timeline = timeline{workflowID: w.GetWorkflowId(), loading: true}
 		return m, historyCmd(m.p.Context, m.p.Backend, w.GetWorkflowId())
+	case screenAudit:
+		if r := m.selectedAudit(); r != nil {
+			m.back, m.screen = m.screen, screenAuditRecord
+			m.audit.open, m.audit.scroll = r.GetId(), 0
+		}
 	}
 	return m, nil
 }

@@ -14,6 +14,7 @@ type KeyMap struct {
 	Attempts   key.Binding
 	DeadLetter key.Binding
 	Workflows  key.Binding
+	Audit      key.Binding
 	NextView   key.Binding
 	Filter     key.Binding
 	Open       key.Binding
@@ -43,6 +44,7 @@ func DefaultKeyMap() KeyMap {
 		Attempts:   key.NewBinding(key.WithKeys("1"), key.WithHelp("1", "attempts")),
 		DeadLetter: key.NewBinding(key.WithKeys("2"), key.WithHelp("2", "dead letters")),
 		Workflows:  key.NewBinding(key.WithKeys("3"), key.WithHelp("3", "workflows")),
+		Audit:      key.NewBinding(key.WithKeys("4"), key.WithHelp("4", "audit log")),
 		NextView:   key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next view")),
 		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Open:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
@@ -78,7 +80,7 @@ func (k KeyMap) navigation() []key.Binding {
 }
 
 func (k KeyMap) views() []key.Binding {
-	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.NextView}
+	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.Audit, k.NextView}
 }
 
 func (k KeyMap) forScreen(s screen) screenKeys {
@@ -94,6 +96,10 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 	case screenDetail:
 		own = []key.Binding{k.Back, k.Up, k.Down, k.Redrive}
 	case screenTimeline:
+		own = []key.Binding{k.Back, k.Up, k.Down}
+	case screenAudit:
+		own = []key.Binding{k.Open}
+	case screenAuditRecord:
 		own = []key.Binding{k.Back, k.Up, k.Down}
 	}
 	short := append(append([]key.Binding{}, own...), global...)

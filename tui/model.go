@@ -15,13 +15,20 @@ import (
 // screen is what fills the body of the console.
 type screen int
 
+// The list screens come first, in tab order; the ones after screenAudit are
+// opened from a list and return to it.
 const (
 	screenAttempts screen = iota
 	screenDeadLetters
 	screenWorkflows
+	screenAudit
 	screenDetail
 	screenTimeline
+	screenAuditRecord
 )
+
+// isList reports whether s is a list screen with a tab in the header.
+func (s screen) isList() bool { return s <= screenAudit }
 
 // Params configure New. Only Backend is required.
 type Params struct {
@@ -110,13 +117,14 @@ type Model struct {
 
 	screen    screen
 	back      screen // where esc returns from detail and timeline
-	lists     [3]list
+	lists     [screenAudit + 1]list
 	grouped   bool
 	groupList list
 	filtering bool
 
 	detail   detail
 	timeline timeline
+	audit    *auditLog
 	confirm  *confirm
 	job      *redriveJob // the redrive being waited on, if any
 	jobs     int         // redrives started, for telling answers apart
@@ -186,6 +194,7 @@ func New(p Params) Model {
 		height: 24,
 		now:    p.ClockFunc(),
 		st:     newState(),
+		audit:  newAuditLog(),
 	}
 }
 

@@ -41,7 +41,14 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m = m.apply(msg.ev)
-		return m, recvCmd(m.conn.stream, msg.gen)
+		next := recvCmd(m.conn.stream, msg.gen)
+		if msg.ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
+			// Changes to the audit log arrive on the stream from now on;
+			// what came before is read once per (re)connection.
+			m.audit.loading = true
+			return m, tea.Batch(next, auditCmd(m.p.Context, m.p.Backend))
+		}
+		return m, next
 	case streamErrMsg:
 		if msg.gen != m.conn.gen {
 			return m, nil
@@ -56,6 +63,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, connectCmd(m.p.Context, m.p.Backend, m.conn.gen)
 	case historyMsg:
 		return m.gotHistory(msg), nil
+	case auditMsg:
+		return m.gotAudit(msg), nil
 	case redriveDoneMsg:
 		return m.redriveDone(msg), nil
 	case tea.KeyMsg:
@@ -85,6 +94,7 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT:
 		m.st.upsertActivities(ev.GetActivities())
 		m.st.upsertWorkflows(ev.GetWorkflows())
+		m.audit.upsert(ev.GetAuditRecords())
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE:
 		m.st.removeActivities(ev.GetRemoved())
 	}
@@ -115,6 +125,17 @@ func (m Model) gotHistory(msg historyMsg) Model {
 		m.timeline.events, m.timeline.err, m.timeline.loading = msg.events, errText, false
 	}
 	return m
+}
+
+func (m Model) gotAudit(msg auditMsg) Model {
+	m.audit.loading = false
+	if msg.err != nil {
+		m.audit.err = errorText(msg.err)
+		return m
+	}
+	m.audit.err, m.audit.loaded = "", true
+	m.audit.load(msg.records)
+	return m.clamp(screenAudit)
 }
 
 // tickInterval is a second, or a tenth when a visible countdown is under ten
@@ -152,6 +173,8 @@ func (m Model) listLen(s screen) int {
 		return m.st.dead.set.Len()
 	case screenWorkflows:
 		return m.st.workflows.Len()
+	case screenAudit:
+		return len(m.audit.order)
 	}
 	return 0
 }
@@ -172,7 +195,7 @@ func (m Model) bodyRows() int {
 // clampAll keeps every cursor inside its list and on screen after the data or
 // the size changed.
 func (m Model) clampAll() Model {
-	for _, s := range []screen{screenAttempts, screenDeadLetters, screenWorkflows} {
+	for _, s := range []screen{screenAttempts, screenDeadLetters, screenWorkflows, screenAudit} {
 		m = m.clamp(s)
 	}
 	return m
@@ -200,6 +223,9 @@ func (m Model) move(delta int) Model {
 		return m
 	case screenTimeline:
 		m.timeline.scroll = max(m.timeline.scroll+delta, 0)
+		return m
+	case screenAuditRecord:
+		m.audit.scroll = max(m.audit.scroll+delta, 0)
 		return m
 	}
 	l := m.cursorOf(m.screen)

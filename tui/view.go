@@ -25,6 +25,10 @@ func (m Model) View() string {
 		body = m.detailView(bodyH)
 	case screenTimeline:
 		body = m.timelineView(bodyH)
+	case screenAudit:
+		body = m.auditView(bodyH)
+	case screenAuditRecord:
+		body = m.auditRecordView(bodyH)
 	}
 	if m.confirm != nil {
 		body = m.confirmView(bodyH)
@@ -59,32 +63,13 @@ func (m Model) helpView() string {
 
 func (m Model) headerView() string {
 	st := m.styles
-	tabs := []struct {
-		s     screen
-		label string
-		n     int
-	}{
-		{screenAttempts, "1 attempts", len(m.st.acts)},
-		{screenDeadLetters, "2 dead letters", m.st.deadTotal},
-		{screenWorkflows, "3 workflows", len(m.st.wfs)},
-	}
-	parts := []string{st.Title.Render("wfui")}
-	current := m.screen
-	if current > screenWorkflows {
-		current = m.back
-	}
-	for _, t := range tabs {
-		label := fmt.Sprintf("%s (%s)", t.label, thousands(t.n))
-		if t.s == current {
-			parts = append(parts, st.ActiveTab.Render("["+label+"]"))
-		} else {
-			parts = append(parts, st.Tab.Render(" "+label+" "))
-		}
-	}
-	left := strings.Join(parts, " ")
+	left := m.tabsView(false)
 	label := m.connLabel()
 	if ansi.StringWidth(left)+ansi.StringWidth(label)+m.width/10 > m.width {
 		label = strings.TrimSuffix(label, " "+m.p.Addr) // the state matters more than the address
+	}
+	if ansi.StringWidth(left)+1+ansi.StringWidth(label) > m.width {
+		left = m.tabsView(true)
 	}
 	right := st.Status.Render(label)
 	gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
@@ -92,6 +77,38 @@ func (m Model) headerView() string {
 		return ansi.Truncate(left+" "+right, m.width, "…")
 	}
 	return left + strings.Repeat(" ", gap) + right
+}
+
+// tabsView is the title and a tab per list screen, the current one in
+// brackets; compact drops the padding around the others for narrow
+// terminals.
+func (m Model) tabsView(compact bool) string {
+	st := m.styles
+	tabs := []struct {
+		s     screen
+		label string
+	}{
+		{screenAttempts, fmt.Sprintf("1 attempts (%s)", thousands(len(m.st.acts)))},
+		{screenDeadLetters, fmt.Sprintf("2 dead letters (%s)", thousands(m.st.deadTotal))},
+		{screenWorkflows, fmt.Sprintf("3 workflows (%s)", thousands(len(m.st.wfs)))},
+		{screenAudit, "4 audit"},
+	}
+	parts := []string{st.Title.Render("wfui")}
+	current := m.screen
+	if !current.isList() {
+		current = m.back
+	}
+	for _, t := range tabs {
+		switch {
+		case t.s == current:
+			parts = append(parts, st.ActiveTab.Render("["+t.label+"]"))
+		case compact:
+			parts = append(parts, st.Tab.Render(t.label))
+		default:
+			parts = append(parts, st.Tab.Render(" "+t.label+" "))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func (m Model) connLabel() string {
@@ -123,7 +140,7 @@ func (m Model) statusView() string {
 		s = st.Progress.Render(m.job.progressLine(m.width, m.now))
 	case m.job != nil:
 		s = st.Progress.Render("redriving " + m.job.refs[0].String() + "…")
-	case m.screen <= screenWorkflows && m.filterText() != "":
+	case m.filterText() != "":
 		s = st.Filter.Render(fmt.Sprintf("filter /%s — %s shown · esc clears", m.filterText(), thousands(m.listLen(m.screen))))
 	case !m.conn.synced:
 		s = st.Muted.Render("waiting for the daemon's snapshot…")

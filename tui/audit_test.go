@@ -141,3 +141,12 @@ func TestTabCyclesThroughTheAuditView(t *testing.T) {
 		t.Fatalf("tab goes through %v, want %v", got, want)
 	}
 }
+
+func TestTimelineSaysWhoRedroveAndWhy(t *testing.T) {
+	t.Parallel()
+	e := &durablev1.HistoryEvent{Type: durablev1.EventType_EVENT_TYPE_ACTIVITY_REDRIVEN, ActivityId: "1",
+		Principal: "ana", Reason: "INC-7\ngateway back"}
+	if got, want := eventDetail(e), "activity 1 by ana · INC-7 gateway back"; got != want {
+		t.Fatalf("eventDetail = %q, want %q", got, want)
+	}
+}

@@ -84,6 +84,7 @@ func TestGoldenViews(t *testing.T) {
 		{name: "ConfirmReason", backend: fixtureBackend, keys: []string{"2", "g", "R", "e", "INC-7 gateway is back"}, waitFor: "INC-7"},
 		{name: "Filter", backend: fixtureBackend, keys: []string{"/", "c", "h", "a", "r", "g", "e"}},
 		{name: "Help", backend: fixtureBackend, keys: []string{"?"}},
+		{name: "HelpDeadLetters", backend: fixtureBackend, keys: []string{"2", "?"}},
 		{name: "Audit", backend: fixtureBackend, keys: []string{"4"}, waitFor: "INC-7"},
 		{name: "AuditRecord", backend: fixtureBackend, keys: []string{"4"}, waitFor: "INC-7",
 			more: []string{"j", "enter"}, waitMore: "audit record #41"},

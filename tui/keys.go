@@ -52,7 +52,7 @@ func DefaultKeyMap() KeyMap {
 		Redrive:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "redrive")),
 		RedriveAll: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "redrive all shown")),
 		Group:      key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "group by failure")),
-		Stop:       key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "stop a bulk redrive")),
+		Stop:       key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "stop bulk redrive")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),
@@ -85,16 +85,21 @@ func (k KeyMap) views() []key.Binding {
 
 func (k KeyMap) forScreen(s screen) screenKeys {
 	global := []key.Binding{k.Help, k.Quit}
-	var own []key.Binding
+	// On ?, the dialog's e is listed after the keys that open the dialog.
+	reason := k.EditReason
+	reason.SetHelp("e", "…with a reason")
+	var own, full []key.Binding // full: what ? lists, when more than own
 	switch s {
 	case screenAttempts:
 		own = []key.Binding{k.Open, k.Filter}
 	case screenDeadLetters:
 		own = []key.Binding{k.Redrive, k.RedriveAll, k.Group, k.Open, k.Filter}
+		full = []key.Binding{k.Redrive, k.RedriveAll, reason, k.Stop, k.Group, k.Open, k.Filter}
 	case screenWorkflows:
 		own = []key.Binding{k.Open, k.Filter}
 	case screenDetail:
 		own = []key.Binding{k.Back, k.Up, k.Down, k.Redrive}
+		full = append(append([]key.Binding{}, own...), reason)
 	case screenTimeline:
 		own = []key.Binding{k.Back, k.Up, k.Down}
 	case screenAudit:
@@ -102,10 +107,12 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 	case screenAuditRecord:
 		own = []key.Binding{k.Back, k.Up, k.Down}
 	}
-	short := append(append([]key.Binding{}, own...), global...)
+	if full == nil {
+		full = own
+	}
 	return screenKeys{
-		short: short,
-		full:  [][]key.Binding{own, k.navigation(), k.views(), append([]key.Binding{k.Back}, global...)},
+		short: append(append([]key.Binding{}, own...), global...),
+		full:  [][]key.Binding{full, k.navigation(), k.views(), append([]key.Binding{k.Back}, global...)},
 	}
 }
 

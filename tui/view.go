@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 )
@@ -58,7 +59,11 @@ func (m Model) helpView() string {
 	if m.confirm != nil {
 		return m.help.View(m.keys.forDialog(m.confirm.editing))
 	}
-	return m.help.View(m.keys.forScreen(m.screen))
+	keys := m.keys.forScreen(m.screen)
+	if m.job != nil && m.job.bulk {
+		keys.short = append([]key.Binding{m.keys.Stop}, keys.short...)
+	}
+	return m.help.View(keys)
 }
 
 func (m Model) headerView() string {

@@ -3,9 +3,11 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/x/ansi"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // auditColumns give the spare width to what was selected and why; the role
@@ -42,8 +44,9 @@ func countText(r *durablev1.AuditRecord) string {
 }
 
 // selectionText is what an action selected: its filter as wf=… type=…
-// fail=…, the one activity, or the letters it was given.
-func selectionText(r *durablev1.AuditRecord) string {
+// fail=…, the one activity, or how many letters it was given and, with
+// names, the first of them.
+func selectionText(r *durablev1.AuditRecord, names bool) string {
 	if f := r.GetFilter(); f != nil {
 		var parts []string
 		for _, p := range []struct{ k, v string }{
@@ -62,18 +65,34 @@ func selectionText(r *durablev1.AuditRecord) string {
 	if r.GetMatched() <= 1 && len(acts) == 1 {
 		return acts[0].GetWorkflowId() + "/" + acts[0].GetActivityId()
 	}
-	s := fmt.Sprintf("%s listed", thousands(int(r.GetMatched())))
+	if !names {
+		return plural(int(r.GetMatched()), "dead letter", "dead letters") + ", listed by the caller"
+	}
+	s := thousands(int(r.GetMatched())) + " listed"
 	if len(acts) > 0 {
-		names := make([]string, 0, min(len(acts), 5))
-		for _, a := range acts[:min(len(acts), 5)] {
-			names = append(names, a.GetWorkflowId()+"/"+a.GetActivityId())
+		refs := make([]ref, 0, min(len(acts), 10))
+		for _, a := range acts[:min(len(acts), 10)] {
+			refs = append(refs, ref{workflowID: a.GetWorkflowId(), activityID: a.GetActivityId()})
 		}
-		s += ": " + strings.Join(names, ", ")
-		if len(acts) > 5 || int64(len(acts)) < r.GetMatched() {
+		s += " · " + refsLine(refs, 200)
+		if int64(len(refs)) < r.GetMatched() {
 			s += ", …"
 		}
 	}
 	return s
+}
+
+// auditAge is how long ago an action was, in whole seconds at least: the
+// log is read for when, not counted down.
+func auditAge(now time.Time, t *timestamppb.Timestamp) string {
+	if t == nil {
+		return ""
+	}
+	d := now.Sub(t.AsTime())
+	if d < 10*time.Second {
+		return fmt.Sprintf("%ds", max(int(d/time.Second), 0))
+	}
+	return span(d)
 }
 
 func (m Model) auditCells(r *durablev1.AuditRecord) []cell {
@@ -87,12 +106,12 @@ func (m Model) auditCells(r *durablev1.AuditRecord) []cell {
 		count.style = &st.Retrying
 	}
 	return []cell{
-		{text: strings.TrimSuffix(age(m.now, r.GetTime()), " ago"), style: &st.Muted},
+		{text: auditAge(m.now, r.GetTime()), style: &st.Muted},
 		{text: r.GetPrincipal()},
 		{text: r.GetRole(), style: &st.Muted},
 		{text: actionName(r.GetRpc())},
 		count,
-		{text: selectionText(r)},
+		{text: selectionText(r, true)},
 		reason,
 	}
 }
@@ -150,9 +169,9 @@ func (m Model) auditRecordView(h int) string {
 		}
 	}
 	lines = append(lines, st.Title.Render(fmt.Sprintf("audit record #%d · %s", r.GetId(), actionName(r.GetRpc()))), "")
-	when := age(m.now, r.GetTime())
+	when := ""
 	if t := r.GetTime(); t != nil {
-		when = t.AsTime().UTC().Format("2006-01-02 15:04:05 UTC") + " · " + when
+		when = t.AsTime().UTC().Format("2006-01-02 15:04:05 UTC") + " · " + auditAge(m.now, t) + " ago"
 	}
 	field("when", when)
 	who := r.GetPrincipal()
@@ -161,7 +180,7 @@ func (m Model) auditRecordView(h int) string {
 	}
 	field("who", who)
 	field("call", r.GetRpc())
-	field("selection", selectionText(r))
+	field("selection", selectionText(r, false))
 	count := fmt.Sprintf("%s of %s matched", thousands(int(r.GetCount())), thousands(int(r.GetMatched())))
 	if r.GetDone() {
 		count += " · done"

@@ -56,19 +56,18 @@ func dialogWidth(termWidth int) int {
 func refsLine(refs []ref, w int) string {
 	var b strings.Builder
 	for i, r := range refs {
-		name := r.workflowID + "/" + r.activityID
-		sep := ""
+		part := r.String()
 		if i > 0 {
-			sep = ", "
+			part = ", " + part
 		}
 		rest := ""
 		if left := len(refs) - i - 1; left > 0 {
 			rest = fmt.Sprintf(" and %s more", thousands(left))
 		}
-		if ansi.StringWidth(b.String()+sep+name+rest) > w && i > 0 {
+		if i > 0 && ansi.StringWidth(b.String()+part+rest) > w {
 			return b.String() + fmt.Sprintf(" and %s more", thousands(len(refs)-i))
 		}
-		b.WriteString(sep + name)
+		b.WriteString(part)
 	}
 	return b.String()
 }

@@ -155,8 +155,13 @@ func (m Model) tickInterval() time.Duration {
 			urgent = waitOf(a, m.now).urgent
 		}
 	}
-	if urgent {
+	switch {
+	case urgent:
 		return 100 * time.Millisecond
+	case m.job != nil && m.job.bulk:
+		// The time left is elapsed time over letters seen: a finer clock
+		// keeps it from jumping.
+		return 250 * time.Millisecond
 	}
 	return time.Second
 }

@@ -17,7 +17,7 @@ var auditColumns = []column{
 	{title: "WHO", min: 8, grow: 1},
 	{title: "ROLE", min: 8, drop: 1},
 	{title: "ACTION", min: 12},
-	{title: "COUNT", min: 13},
+	{title: "COUNT", min: 14},
 	{title: "SELECTION", min: 16, grow: 3},
 	{title: "REASON", min: 14, grow: 4},
 }
@@ -134,9 +134,12 @@ func (m Model) auditView(h int) string {
 		shown, widths := layout(auditColumns, m.width)
 		l := m.lists[screenAudit]
 		lines = append(lines, renderHeader(st, auditColumns, shown, widths))
-		rows := max(h-len(lines), 0)
-		end := min(l.offset+rows, len(a.order))
-		for i := l.offset; i < end; i++ {
+		rows := max(h-len(lines), 1)
+		// The error line above the table takes a row the cursor's
+		// bookkeeping does not know of.
+		offset := max(l.offset, l.cursor-rows+1)
+		end := min(offset+rows, len(a.order))
+		for i := offset; i < end; i++ {
 			lines = append(lines, renderRow(st, m.auditCells(a.order[i]), shown, widths, i == l.cursor))
 		}
 	}

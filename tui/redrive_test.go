@@ -217,3 +217,21 @@ func press(m Model, k string) Model {
 	next, _ := m.Update(keys(k)[0])
 	return next.(Model)
 }
+
+// TestAnErrorIsReadInFullOnANarrowTerminal: at 80 columns an error takes a
+// second status line rather than losing its end, and the rows make room.
+func TestAnErrorIsReadInFullOnANarrowTerminal(t *testing.T) {
+	t.Parallel()
+	m := setup(t, fixtureBackend(), Params{})
+	m = feed(m, snapshot(fixtureActivities(), fixtureWorkflows())...)
+	m = press(m, "2")
+	rows := m.bodyRows()
+	m = m.warn(`redrive failed: permission denied: principal "dash" (role reader) may not call RedriveDeadLetters`)
+	lines := strings.Split(ansi.Strip(m.View()), "\n")
+	if len(lines) != 24 || !strings.HasPrefix(lines[1], "redrive failed: permission denied:") || !strings.Contains(lines[2], "RedriveDeadLetters") {
+		t.Fatalf("%d lines, status:\n%s\n%s", len(lines), lines[1], lines[2])
+	}
+	if got := m.bodyRows(); got != rows-1 {
+		t.Fatalf("bodyRows = %d with a two-line status, want %d", got, rows-1)
+	}
+}

@@ -66,7 +66,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case auditMsg:
 		return m.gotAudit(msg), nil
 	case redriveDoneMsg:
-		return m.redriveDone(msg), nil
+		// The outcome may take two lines: keep the cursor on screen.
+		return m.redriveDone(msg).clampAll(), nil
 	case tea.KeyMsg:
 		return m.key(msg)
 	}
@@ -194,7 +195,7 @@ func (m *Model) cursorOf(s screen) *list {
 
 // bodyRows is how many table rows fit between the header lines and the help.
 func (m Model) bodyRows() int {
-	return max(m.height-3-lipgloss.Height(m.helpView()), 1)
+	return max(m.height-2-lipgloss.Height(m.statusView())-lipgloss.Height(m.helpView()), 1)
 }
 
 // clampAll keeps every cursor inside its list and on screen after the data or

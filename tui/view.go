@@ -12,8 +12,8 @@ import (
 // View renders the console from the model alone: the clock is m.now, never
 // the wall clock, so a view is a pure function of what Update saw.
 func (m Model) View() string {
-	helpView := m.helpView()
-	bodyH := max(m.height-2-lipgloss.Height(helpView), 1)
+	helpView, status := m.helpView(), m.statusView()
+	bodyH := max(m.height-1-lipgloss.Height(status)-lipgloss.Height(helpView), 1)
 	var body string
 	switch m.screen {
 	case screenAttempts:
@@ -34,7 +34,7 @@ func (m Model) View() string {
 	if m.confirm != nil {
 		body = m.confirmView(bodyH)
 	}
-	return strings.Join([]string{m.headerView(), m.statusView(), block(body, m.width, bodyH), helpView}, "\n")
+	return strings.Join([]string{m.headerView(), status, block(body, m.width, bodyH), helpView}, "\n")
 }
 
 // block makes s exactly h lines of at most w cells, so the help bar stays at
@@ -127,8 +127,9 @@ func (m Model) connLabel() string {
 	return "○ offline " + addr
 }
 
-// statusView is the one line under the header: the filter being typed, a
-// disconnection, a redrive's progress, or the outcome of the last action.
+// statusView is the line under the header (two for an error): the filter
+// being typed, a disconnection, an error, the outcome of the last action, or
+// a redrive's progress.
 func (m Model) statusView() string {
 	st := m.styles
 	var s string
@@ -138,7 +139,15 @@ func (m Model) statusView() string {
 	case !m.conn.live && m.conn.failures > 0:
 		s = st.Banner.Render(m.bannerText())
 	case m.flash.warn:
-		s = st.Warning.Render(m.flash.text)
+		// An error is read in full: it may take a second line.
+		lines := strings.Split(ansi.Wrap(m.flash.text, max(m.width, 1), " "), "\n")
+		if len(lines) > 2 {
+			lines = []string{lines[0], lines[1] + " " + strings.Join(lines[2:], " ")}
+		}
+		for i, l := range lines {
+			lines[i] = st.Warning.Render(ansi.Truncate(l, m.width, "…"))
+		}
+		return strings.Join(lines, "\n")
 	case m.flash.text != "":
 		s = st.Label.Render(m.flash.text)
 	case m.job != nil && m.job.bulk:

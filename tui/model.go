@@ -116,7 +116,7 @@ type Model struct {
 	conn conn
 
 	screen    screen
-	back      screen // where esc returns from detail and timeline
+	back      screen // where esc returns from a detail, a timeline or an audit record
 	lists     [screenAudit + 1]list
 	grouped   bool
 	groupList list

@@ -2,9 +2,10 @@ package tui
 
 import (
 	"context"
+	"errors"
 
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
-	"google.golang.org/grpc"
 )
 
 // WatchStream is an open Watch subscription. Recv blocks until the next event
@@ -13,48 +14,88 @@ type WatchStream interface {
 	Recv() (*durablev1.WatchEvent, error)
 }
 
-// Backend is everything the console asks of the daemon. NewGRPCBackend adapts a
-// gRPC connection; tests substitute a fake.
+// Backend is everything the console asks of the daemon. NewBackend adapts a
+// client.Client; tests substitute a fake.
 type Backend interface {
 	// Watch subscribes to the snapshot and the changes after it. Cancel ctx
 	// to close the stream.
 	Watch(ctx context.Context) (WatchStream, error)
-	// RedriveDeadLetter puts one dead letter back in its queue as attempt 1.
-	RedriveDeadLetter(ctx context.Context, workflowID, activityID string) error
-	// GetWorkflowHistory returns a workflow's events in order.
-	GetWorkflowHistory(ctx context.Context, workflowID string) ([]*durablev1.HistoryEvent, error)
-	// DescribeWorkflow returns a workflow and its pending activities.
-	DescribeWorkflow(ctx context.Context, workflowID string) (*durablev1.DescribeWorkflowResponse, error)
+	// Redrive puts one dead letter back in its queue as attempt 1; reason
+	// goes to the audit log and may be empty.
+	Redrive(ctx context.Context, workflowID, activityID, reason string) error
+	// RedriveList has the daemon redrive exactly the letters listed, at a
+	// steady rate, and returns when all are released or ctx ends.
+	RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.RedriveDeadLettersResponse, error)
+	// AuditLog returns the newest audit records, at most limit of them,
+	// newest first.
+	AuditLog(ctx context.Context, limit int) ([]*durablev1.AuditRecord, error)
+	// History returns a workflow's events in order.
+	History(ctx context.Context, workflowID string) ([]*durablev1.HistoryEvent, error)
 }
 
-// NewGRPCBackend returns a Backend that calls the Durable service over conn.
-// The console never waits for the connection: a daemon that is down shows up
-// as a failed Watch, which the console retries with backoff.
-func NewGRPCBackend(conn grpc.ClientConnInterface) Backend {
-	return grpcBackend{c: durablev1.NewDurableClient(conn)}
+// RedriveListParams is one bulk redrive.
+type RedriveListParams struct {
+	// Refs are the letters, exactly as the operator confirmed them.
+	Refs []*durablev1.ActivityRef
+	// Reason is why, for the audit log; may be empty.
+	Reason string
+	// PerSecond is how many letters the daemon releases each second.
+	PerSecond int
 }
 
-type grpcBackend struct {
-	c durablev1.DurableClient
+// errStreamEnded is a Watch stream the daemon closed without an error, which
+// the console treats like any other loss of the stream: it reconnects.
+var errStreamEnded = errors.New("the daemon closed the watch stream")
+
+// NewBackend returns a Backend that calls the daemon through c. Build c with
+// client.New: it does not wait for the daemon, so the console starts when the
+// daemon is down, shows a failed Watch, and retries with backoff.
+func NewBackend(c *client.Client) Backend {
+	return clientBackend{c: c}
 }
 
-func (b grpcBackend) Watch(ctx context.Context) (WatchStream, error) {
-	return b.c.Watch(ctx, &durablev1.WatchRequest{})
+type clientBackend struct {
+	c *client.Client
 }
 
-func (b grpcBackend) RedriveDeadLetter(ctx context.Context, workflowID, activityID string) error {
-	_, err := b.c.RedriveDeadLetter(ctx, &durablev1.RedriveDeadLetterRequest{WorkflowId: workflowID, ActivityId: activityID})
+func (b clientBackend) Watch(ctx context.Context) (WatchStream, error) {
+	events, errc := b.c.Watch(ctx)
+	return &chanStream{events: events, errc: errc}, nil
+}
+
+func (b clientBackend) Redrive(ctx context.Context, workflowID, activityID, reason string) error {
+	_, err := b.c.Redrive(ctx, workflowID, activityID, client.WithReason(reason))
 	return err
 }
 
-func (b grpcBackend) GetWorkflowHistory(ctx context.Context, workflowID string) ([]*durablev1.HistoryEvent, error) {
-	resp, err := b.c.GetWorkflowHistory(ctx, &durablev1.GetWorkflowHistoryRequest{WorkflowId: workflowID})
-	if err != nil {
-		return nil, err
-	}
-	return resp.GetEvents(), nil
+func (b clientBackend) RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.RedriveDeadLettersResponse, error) {
+	return b.c.RedriveList(ctx, p.Refs, client.WithReason(p.Reason), client.WithRate(float64(p.PerSecond)))
 }
 
-func (b grpcBackend) DescribeWorkflow(ctx context.Context, workflowID string) (*durablev1.DescribeWorkflowResponse, error) {
-	return b.c.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: workflowID})
+func (b clientBackend) AuditLog(ctx context.Context, limit int) ([]*durablev1.AuditRecord, error) {
+	return b.c.AuditLog(ctx, client.AuditQuery{Limit: limit})
+}
+
+func (b clientBackend) History(ctx context.Context, workflowID string) ([]*durablev1.HistoryEvent, error) {
+	return b.c.History(ctx, workflowID)
+}
+
+// chanStream reads the channels of client.Watch as a WatchStream. Recv is
+// called by one command at a time.
+type chanStream struct {
+	events <-chan *durablev1.WatchEvent
+	errc   <-chan error
+	err    error
+}
+
+func (s *chanStream) Recv() (*durablev1.WatchEvent, error) {
+	if ev, ok := <-s.events; ok {
+		return ev, nil
+	}
+	if s.err == nil {
+		if s.err = <-s.errc; s.err == nil {
+			s.err = errStreamEnded
+		}
+	}
+	return nil, s.err
 }

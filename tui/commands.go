@@ -39,11 +39,15 @@ type (
 		events     []*durablev1.HistoryEvent
 		err        error
 	}
-	redriveTickMsg   struct{ job int }
-	redriveResultMsg struct {
-		job int
-		ref ref
-		err error
+	auditMsg struct {
+		records []*durablev1.AuditRecord
+		err     error
+	}
+	// redriveDoneMsg answers a redrive; resp is set for a bulk one.
+	redriveDoneMsg struct {
+		job  int
+		resp *durablev1.RedriveDeadLettersResponse
+		err  error
 	}
 )
 
@@ -82,20 +86,35 @@ func historyCmd(ctx context.Context, b Backend, workflowID string) tea.Cmd {
 	return func() tea.Msg {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		events, err := b.GetWorkflowHistory(cctx, workflowID)
+		events, err := b.History(cctx, workflowID)
 		return historyMsg{workflowID: workflowID, events: events, err: err}
 	}
 }
 
-func redriveCmd(ctx context.Context, b Backend, job int, r ref) tea.Cmd {
+// auditCmd reads the newest audit records.
+func auditCmd(ctx context.Context, b Backend) tea.Cmd {
 	return func() tea.Msg {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		err := b.RedriveDeadLetter(cctx, r.workflowID, r.activityID)
-		return redriveResultMsg{job: job, ref: r, err: err}
+		recs, err := b.AuditLog(cctx, auditLoadLimit)
+		return auditMsg{records: recs, err: err}
 	}
 }
 
-func redriveTickCmd(d time.Duration, job int) tea.Cmd {
-	return tea.Tick(d, func(time.Time) tea.Msg { return redriveTickMsg{job: job} })
+func redriveCmd(ctx context.Context, b Backend, job int, r ref, reason string) tea.Cmd {
+	return func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		err := b.Redrive(cctx, r.workflowID, r.activityID, reason)
+		return redriveDoneMsg{job: job, err: err}
+	}
+}
+
+// redriveListCmd is one bulk redrive; ctx carries its deadline and lets the
+// operator stop it.
+func redriveListCmd(ctx context.Context, b Backend, job int, p RedriveListParams) tea.Cmd {
+	return func() tea.Msg {
+		resp, err := b.RedriveList(ctx, p)
+		return redriveDoneMsg{job: job, resp: resp, err: err}
+	}
 }

@@ -3,10 +3,12 @@ package tui
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -16,11 +18,13 @@ var t0 = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
 
 func at(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(t0.Add(d)) }
 
-// fakeStream replays events, then ends with end (or waits for its context).
+// fakeStream replays events, then ends with end, or else passes on what the
+// test pushes on live until its context ends.
 type fakeStream struct {
 	ctx    context.Context
 	events []*durablev1.WatchEvent
 	end    error
+	live   <-chan *durablev1.WatchEvent
 	i      int
 }
 
@@ -32,8 +36,12 @@ func (s *fakeStream) Recv() (*durablev1.WatchEvent, error) {
 	if s.end != nil {
 		return nil, s.end
 	}
-	<-s.ctx.Done()
-	return nil, s.ctx.Err()
+	select {
+	case ev := <-s.live:
+		return ev, nil
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
 }
 
 // script is what one Watch call does.
@@ -42,14 +50,37 @@ type script struct {
 	end    error
 }
 
-// fakeBackend plays one script per Watch call (the last one repeats) and
-// records redrives.
+// redriveCall is one call to Redrive.
+type redriveCall struct {
+	ref    ref
+	reason string
+}
+
+// bulkCall is one call to RedriveList.
+type bulkCall struct {
+	refs      []ref
+	reason    string
+	perSecond int
+}
+
+// fakeBackend plays one script per Watch call (the last one repeats), then
+// whatever the test sends on live, and records redrives.
 type fakeBackend struct {
 	mu         sync.Mutex
 	scripts    []script
+	live       chan *durablev1.WatchEvent
 	watchCalls int
-	redrives   []ref
+	redrives   []redriveCall
+	bulks      []bulkCall
 	history    map[string][]*durablev1.HistoryEvent
+	audit      []*durablev1.AuditRecord
+	auditErr   error
+	auditCalls int
+	// redriveErr fails every redrive, single or bulk.
+	redriveErr error
+	// bulkGate, when set, holds RedriveList until it is closed or the
+	// call's context ends.
+	bulkGate chan struct{}
 }
 
 func (f *fakeBackend) Watch(ctx context.Context) (WatchStream, error) {
@@ -57,17 +88,53 @@ func (f *fakeBackend) Watch(ctx context.Context) (WatchStream, error) {
 	defer f.mu.Unlock()
 	s := f.scripts[min(f.watchCalls, len(f.scripts)-1)]
 	f.watchCalls++
-	return &fakeStream{ctx: ctx, events: s.events, end: s.end}, nil
+	return &fakeStream{ctx: ctx, events: s.events, end: s.end, live: f.live}, nil
 }
 
-func (f *fakeBackend) RedriveDeadLetter(_ context.Context, workflowID, activityID string) error {
+func (f *fakeBackend) Redrive(_ context.Context, workflowID, activityID, reason string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.redrives = append(f.redrives, ref{workflowID: workflowID, activityID: activityID})
-	return nil
+	f.redrives = append(f.redrives, redriveCall{ref: ref{workflowID: workflowID, activityID: activityID}, reason: reason})
+	return f.redriveErr
 }
 
-func (f *fakeBackend) GetWorkflowHistory(_ context.Context, workflowID string) ([]*durablev1.HistoryEvent, error) {
+// auditID is the record id the fake daemon gives every bulk redrive.
+const auditID = 41
+
+func (f *fakeBackend) RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.RedriveDeadLettersResponse, error) {
+	f.mu.Lock()
+	call := bulkCall{reason: p.Reason, perSecond: p.PerSecond}
+	for _, r := range p.Refs {
+		call.refs = append(call.refs, ref{workflowID: r.GetWorkflowId(), activityID: r.GetActivityId()})
+	}
+	f.bulks = append(f.bulks, call)
+	gate, err := f.bulkGate, f.redriveErr
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	n := int64(len(p.Refs))
+	return &durablev1.RedriveDeadLettersResponse{Matched: n, Count: n, Redriven: p.Refs, AuditId: auditID}, nil
+}
+
+func (f *fakeBackend) AuditLog(_ context.Context, limit int) ([]*durablev1.AuditRecord, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.auditCalls++
+	if f.auditErr != nil {
+		return nil, f.auditErr
+	}
+	return f.audit[:min(limit, len(f.audit))], nil
+}
+
+func (f *fakeBackend) History(_ context.Context, workflowID string) ([]*durablev1.HistoryEvent, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if h, ok := f.history[workflowID]; ok {
@@ -76,14 +143,16 @@ func (f *fakeBackend) GetWorkflowHistory(_ context.Context, workflowID string) (
 	return nil, errors.New("workflow not found")
 }
 
-func (f *fakeBackend) DescribeWorkflow(context.Context, string) (*durablev1.DescribeWorkflowResponse, error) {
-	return nil, errors.New("not used by the console")
-}
-
-func (f *fakeBackend) redriven() []ref {
+func (f *fakeBackend) singleCalls() []redriveCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]ref(nil), f.redrives...)
+	return append([]redriveCall(nil), f.redrives...)
+}
+
+func (f *fakeBackend) bulkCalls() []bulkCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]bulkCall(nil), f.bulks...)
 }
 
 func snapshot(acts []*durablev1.PendingActivity, wfs []*durablev1.WorkflowInfo) []*durablev1.WatchEvent {
@@ -203,4 +272,32 @@ func fixtureHistory() map[string][]*durablev1.HistoryEvent {
 	h[5].ActivityId, h[5].ActivityType = "2", "ReserveStock"
 	h[6].TimerId, h[6].TimerDuration = "t1", durationpb.New(time.Minute)
 	return map[string][]*durablev1.HistoryEvent{"order-1001": h}
+}
+
+// fixtureAudit is a log with a bulk redrive still running, a finished one
+// with a reason, a single redrive and an older sweep that skipped some.
+func fixtureAudit() []*durablev1.AuditRecord {
+	refs := func(names ...string) []*durablev1.ActivityRef {
+		var out []*durablev1.ActivityRef
+		for _, n := range names {
+			wf, id, _ := strings.Cut(n, "/")
+			out = append(out, &durablev1.ActivityRef{WorkflowId: wf, ActivityId: id})
+		}
+		return out
+	}
+	return []*durablev1.AuditRecord{
+		{Id: 42, Time: at(-30 * time.Second), Principal: "ops-bot", Role: "operator", Rpc: "RedriveDeadLetters",
+			Reason:  "nightly sweep after the card gateway's maintenance window",
+			Filter:  &durablev1.DeadLetterFilter{ActivityType: "ChargeCard", FailureType: "GatewayTimeout"},
+			Matched: 120, Count: 45, Activities: refs("order-0801/1", "order-0802/1")},
+		{Id: 41, Time: at(-2 * time.Minute), Principal: "ana", Role: "operator", Rpc: "RedriveDeadLetters",
+			Reason:  "INC-7 gateway back, redriving the timeouts",
+			Matched: 3, Count: 3, Done: true, Activities: refs("order-0980/1", "order-0981/1", "order-0982/1")},
+		{Id: 39, Time: at(-65 * time.Minute), Principal: "local", Role: "operator", Rpc: "RedriveDeadLetter",
+			Matched: 1, Count: 1, Done: true, Activities: refs("order-0970/2")},
+		{Id: 38, Time: at(-26 * time.Hour), Principal: "ana", Role: "operator", Rpc: "RedriveDeadLetters", Reason: "INC-5",
+			Filter: &durablev1.DeadLetterFilter{}, Matched: 12, Count: 10, Done: true,
+			Activities: refs("order-0901/1", "order-0902/1", "order-0903/1", "order-0904/1", "order-0905/1",
+				"order-0906/1", "order-0907/1", "order-0908/1", "order-0909/1", "order-0910/1")},
+	}
 }

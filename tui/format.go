@@ -3,12 +3,15 @@ package tui
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 	"unicode"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -203,6 +206,33 @@ func isText(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// errorText is an error as an operator reads it: a gRPC status as its code
+// in words and its message ("permission denied: principal …"), without the
+// "rpc error: code = … desc = …" framing.
+func errorText(err error) string {
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		s := se.GRPCStatus()
+		return codeWords(s.Code()) + ": " + oneLine(s.Message())
+	}
+	return oneLine(err.Error())
+}
+
+// codeWords turns PermissionDenied into "permission denied".
+func codeWords(c codes.Code) string {
+	var b strings.Builder
+	for i, r := range c.String() {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // plural formats "1 dead letter" / "3 dead letters".

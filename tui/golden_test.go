@@ -34,6 +34,7 @@ func fixtureBackend() *fakeBackend {
 	return &fakeBackend{
 		scripts: []script{{events: snapshot(fixtureActivities(), fixtureWorkflows())}},
 		history: fixtureHistory(),
+		audit:   fixtureAudit(),
 	}
 }
 
@@ -69,6 +70,9 @@ func TestGoldenViews(t *testing.T) {
 		backend func() *fakeBackend
 		keys    []string
 		waitFor string // shown once the keys' commands have answered
+		// more keys are sent once waitFor is on screen, then waitMore.
+		more     []string
+		waitMore string
 	}{
 		{name: "Attempts", backend: fixtureBackend},
 		{name: "DeadLetters", backend: fixtureBackend, keys: []string{"2"}},
@@ -77,8 +81,13 @@ func TestGoldenViews(t *testing.T) {
 		{name: "Timeline", backend: fixtureBackend, keys: []string{"3", "j", "enter"}, waitFor: "TimerStarted"},
 		{name: "Detail", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history"},
 		{name: "Confirm", backend: fixtureBackend, keys: []string{"2", "g", "R"}},
+		{name: "ConfirmReason", backend: fixtureBackend, keys: []string{"2", "g", "R", "e", "INC-7 gateway is back"}, waitFor: "INC-7"},
 		{name: "Filter", backend: fixtureBackend, keys: []string{"/", "c", "h", "a", "r", "g", "e"}},
 		{name: "Help", backend: fixtureBackend, keys: []string{"?"}},
+		{name: "HelpDeadLetters", backend: fixtureBackend, keys: []string{"2", "?"}},
+		{name: "Audit", backend: fixtureBackend, keys: []string{"4"}, waitFor: "INC-7"},
+		{name: "AuditRecord", backend: fixtureBackend, keys: []string{"4"}, waitFor: "INC-7",
+			more: []string{"j", "enter"}, waitMore: "audit record #41"},
 		{name: "Disconnected", backend: func() *fakeBackend {
 			f := fixtureBackend()
 			f.scripts = []script{
@@ -107,6 +116,12 @@ func TestGoldenViews(t *testing.T) {
 				}
 				if c.waitFor != "" {
 					waitFor(t, tm, c.waitFor)
+				}
+				for _, k := range keys(c.more...) {
+					tm.Send(k)
+				}
+				if c.waitMore != "" {
+					waitFor(t, tm, c.waitMore)
 				}
 				if err := tm.Quit(); err != nil {
 					t.Fatal(err)

@@ -28,7 +28,7 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	if m.filtering {
 		return m.filterKey(msg)
 	}
-	m.flash = ""
+	m.flash = flash{}
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Quit):
@@ -42,15 +42,14 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.show(screenDeadLetters), nil
 	case key.Matches(msg, k.Workflows):
 		return m.show(screenWorkflows), nil
+	case key.Matches(msg, k.Audit):
+		return m.show(screenAudit), nil
 	case key.Matches(msg, k.NextView):
-		next := screenAttempts
-		switch m.screen {
-		case screenAttempts:
-			next = screenDeadLetters
-		case screenDeadLetters:
-			next = screenWorkflows
+		current := m.screen
+		if !current.isList() {
+			current = m.back
 		}
-		return m.show(next), nil
+		return m.show((current + 1) % (screenAudit + 1)), nil
 	case key.Matches(msg, k.Up):
 		return m.move(-1), nil
 	case key.Matches(msg, k.Down):
@@ -66,7 +65,7 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.Back):
 		return m.escape(), nil
 	case key.Matches(msg, k.Filter):
-		if m.screen > screenWorkflows {
+		if m.screen > screenWorkflows { // no filter on the audit log or a detail
 			return m, nil
 		}
 		m.filtering = true
@@ -84,6 +83,8 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.redriveSelected(), nil
 	case key.Matches(msg, k.RedriveAll):
 		return m.redriveAll(), nil
+	case key.Matches(msg, k.Stop):
+		return m.stopRedrive(), nil
 	}
 	return m, nil
 }
@@ -97,7 +98,7 @@ func (m Model) show(s screen) Model {
 // escape leaves the detail or timeline, or else clears the filter and grouping.
 func (m Model) escape() Model {
 	switch m.screen {
-	case screenDetail, screenTimeline:
+	case screenDetail, screenTimeline, screenAuditRecord:
 		m.screen = m.back
 		return m
 	}
@@ -188,6 +189,11 @@ func (m Model) open() (tea.Model, tea.Cmd) {
 		m.back, m.screen = m.screen, screenTimeline
 		m.timeline = timeline{workflowID: w.GetWorkflowId(), loading: true}
 		return m, historyCmd(m.p.Context, m.p.Backend, w.GetWorkflowId())
+	case screenAudit:
+		if r := m.selectedAudit(); r != nil {
+			m.back, m.screen = m.screen, screenAuditRecord
+			m.audit.open, m.audit.scroll = r.GetId(), 0
+		}
 	}
 	return m, nil
 }
@@ -201,11 +207,11 @@ func (m Model) redriveSelected() Model {
 			return m.askGroup(g)
 		}
 		if a := m.selectedActivity(); a != nil {
-			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()))
+			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()), false)
 		}
 	case screenDetail:
 		if a := m.detailActivity(); a != nil && isDead(a) {
-			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()))
+			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()), false)
 		}
 	}
 	return m
@@ -229,7 +235,7 @@ func (m Model) redriveAll() Model {
 	if t := m.st.dead.filter.text; t != "" {
 		what = fmt.Sprintf("every dead letter matching %q", t)
 	}
-	return m.askRedrive(refs, what)
+	return m.askRedrive(refs, what, true)
 }
 
 func (m Model) askGroup(g *failureGroup) Model {
@@ -237,5 +243,5 @@ func (m Model) askGroup(g *failureGroup) Model {
 	for i := 0; i < g.members.Len(); i++ {
 		refs = append(refs, refOf(g.members.At(i)))
 	}
-	return m.askRedrive(refs, "every dead letter failing with "+g.typ)
+	return m.askRedrive(refs, "every dead letter failing with "+g.typ, true)
 }

@@ -14,6 +14,7 @@ type KeyMap struct {
 	Attempts   key.Binding
 	DeadLetter key.Binding
 	Workflows  key.Binding
+	Audit      key.Binding
 	NextView   key.Binding
 	Filter     key.Binding
 	Open       key.Binding
@@ -21,8 +22,14 @@ type KeyMap struct {
 	Redrive    key.Binding
 	RedriveAll key.Binding
 	Group      key.Binding
+	Stop       key.Binding
 	Help       key.Binding
 	Quit       key.Binding
+	// The redrive dialog's own keys.
+	Confirm    key.Binding
+	EditReason key.Binding
+	Submit     key.Binding
+	Cancel     key.Binding
 }
 
 // DefaultKeyMap is the k9s/lazygit-style keyboard model.
@@ -37,6 +44,7 @@ func DefaultKeyMap() KeyMap {
 		Attempts:   key.NewBinding(key.WithKeys("1"), key.WithHelp("1", "attempts")),
 		DeadLetter: key.NewBinding(key.WithKeys("2"), key.WithHelp("2", "dead letters")),
 		Workflows:  key.NewBinding(key.WithKeys("3"), key.WithHelp("3", "workflows")),
+		Audit:      key.NewBinding(key.WithKeys("4"), key.WithHelp("4", "audit log")),
 		NextView:   key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next view")),
 		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Open:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
@@ -44,8 +52,13 @@ func DefaultKeyMap() KeyMap {
 		Redrive:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "redrive")),
 		RedriveAll: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "redrive all shown")),
 		Group:      key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "group by failure")),
+		Stop:       key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "stop bulk redrive")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),
+		EditReason: key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "give a reason")),
+		Submit:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "redrive with this reason")),
+		Cancel:     key.NewBinding(key.WithKeys("esc", "ctrl+c"), key.WithHelp("esc", "cancel")),
 	}
 }
 
@@ -67,27 +80,48 @@ func (k KeyMap) navigation() []key.Binding {
 }
 
 func (k KeyMap) views() []key.Binding {
-	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.NextView}
+	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.Audit, k.NextView}
 }
 
 func (k KeyMap) forScreen(s screen) screenKeys {
 	global := []key.Binding{k.Help, k.Quit}
-	var own []key.Binding
+	// On ?, the dialog's e is listed after the keys that open the dialog.
+	reason := k.EditReason
+	reason.SetHelp("e", "…with a reason")
+	var own, full []key.Binding // full: what ? lists, when more than own
 	switch s {
 	case screenAttempts:
 		own = []key.Binding{k.Open, k.Filter}
 	case screenDeadLetters:
 		own = []key.Binding{k.Redrive, k.RedriveAll, k.Group, k.Open, k.Filter}
+		full = []key.Binding{k.Redrive, k.RedriveAll, reason, k.Stop, k.Group, k.Open, k.Filter}
 	case screenWorkflows:
 		own = []key.Binding{k.Open, k.Filter}
 	case screenDetail:
 		own = []key.Binding{k.Back, k.Up, k.Down, k.Redrive}
+		full = append(append([]key.Binding{}, own...), reason)
 	case screenTimeline:
 		own = []key.Binding{k.Back, k.Up, k.Down}
+	case screenAudit:
+		own = []key.Binding{k.Open}
+	case screenAuditRecord:
+		own = []key.Binding{k.Back, k.Up, k.Down}
 	}
-	short := append(append([]key.Binding{}, own...), global...)
+	if full == nil {
+		full = own
+	}
 	return screenKeys{
-		short: short,
-		full:  [][]key.Binding{own, k.navigation(), k.views(), append([]key.Binding{k.Back}, global...)},
+		short: append(append([]key.Binding{}, own...), global...),
+		full:  [][]key.Binding{full, k.navigation(), k.views(), append([]key.Binding{k.Back}, global...)},
 	}
+}
+
+// forDialog is the help of the redrive dialog: what y, e, enter and esc do
+// there, whatever screen is underneath.
+func (k KeyMap) forDialog(editing bool) screenKeys {
+	own := []key.Binding{k.Confirm, k.EditReason, k.Cancel}
+	if editing {
+		own = []key.Binding{k.Submit, k.Cancel}
+	}
+	return screenKeys{short: own, full: [][]key.Binding{own}}
 }

@@ -15,13 +15,20 @@ import (
 // screen is what fills the body of the console.
 type screen int
 
+// The list screens come first, in tab order; the ones after screenAudit are
+// opened from a list and return to it.
 const (
 	screenAttempts screen = iota
 	screenDeadLetters
 	screenWorkflows
+	screenAudit
 	screenDetail
 	screenTimeline
+	screenAuditRecord
 )
+
+// isList reports whether s is a list screen with a tab in the header.
+func (s screen) isList() bool { return s <= screenAudit }
 
 // Params configure New. Only Backend is required.
 type Params struct {
@@ -40,7 +47,8 @@ type Params struct {
 	// ReconnectDelayFunc is the wait before reconnection attempt n (n >= 1)
 	// after the stream failed. Default: 500ms doubling, capped at 10s.
 	ReconnectDelayFunc func(n int) time.Duration
-	// RedrivesPerSecond spreads a bulk redrive over time. Default 50.
+	// RedrivesPerSecond is the rate at which the daemon releases the
+	// letters of a bulk redrive. Default 50.
 	RedrivesPerSecond int
 }
 
@@ -108,17 +116,42 @@ type Model struct {
 	conn conn
 
 	screen    screen
-	back      screen // where esc returns from detail and timeline
-	lists     [3]list
+	back      screen // where esc returns from a detail, a timeline or an audit record
+	lists     [screenAudit + 1]list
 	grouped   bool
 	groupList list
 	filtering bool
 
 	detail   detail
 	timeline timeline
+	audit    *auditLog
 	confirm  *confirm
-	job      *redriveJob
-	flash    string
+	job      *redriveJob // the redrive being waited on, if any
+	jobs     int         // redrives started, for telling answers apart
+	flash    flash
+}
+
+// flash is the outcome of the last action, shown under the header until a
+// key is pressed or flashFor has passed.
+type flash struct {
+	text string
+	warn bool // an error: shown as a warning
+	at   time.Time
+}
+
+// flashFor is how long an outcome stays on screen.
+const flashFor = 15 * time.Second
+
+// say shows text as the outcome of the last action.
+func (m Model) say(text string) Model {
+	m.flash = flash{text: text, at: m.now}
+	return m
+}
+
+// warn shows text as a failed action.
+func (m Model) warn(text string) Model {
+	m.flash = flash{text: text, warn: true, at: m.now}
+	return m
 }
 
 // New returns a console that follows p.Backend.
@@ -161,6 +194,7 @@ func New(p Params) Model {
 		height: 24,
 		now:    p.ClockFunc(),
 		st:     newState(),
+		audit:  newAuditLog(),
 	}
 }
 

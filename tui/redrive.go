@@ -1,12 +1,16 @@
 package tui
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // ref names one dead letter to redrive.
@@ -19,120 +23,158 @@ func refOf(a *durablev1.PendingActivity) ref {
 	return ref{workflowID: a.GetWorkflowId(), activityID: a.GetActivityId()}
 }
 
-// confirm is the dialog before a redrive: it fixes the targets at the moment
-// the key was pressed, so what runs is exactly what the count said.
-type confirm struct {
-	refs []ref
-	what string // "order-42 / 3 ChargeCard" or "matching fail:Timeout"
-}
+func (r ref) String() string { return r.workflowID + "/" + r.activityID }
 
-// redriveJob releases redrives at a steady rate rather than all at once, so
-// that an outage's thousand dead letters do not hit the workers as one herd.
+// redriveJob is a redrive the console asked for and is waiting on. A bulk
+// one is a single call: the daemon releases the letters at the console's
+// rate, so that an outage's thousand dead letters do not hit the workers as
+// one herd, and writes one audit record. Its progress is what the Watch
+// stream shows happening to the letters, not what was acknowledged.
 type redriveJob struct {
-	id       int
-	refs     []ref
-	next     int // refs[:next] were sent
-	inflight int
-	done     int
-	failed   int
-	lastErr  string
-	started  time.Time
+	id      int
+	refs    []ref
+	bulk    bool
+	reason  string
+	started time.Time
+	// pending are the letters not yet seen leaving the dead-letter queue.
+	pending  map[string]bool
+	cancel   context.CancelFunc
+	stopping bool // the operator stopped it; the call is winding down
 }
 
-// maxInflight caps concurrent redrive calls when the daemon is slow.
-const maxInflight = 8
+// bulkTimeout bounds a bulk call: twice the time the rate needs, plus the
+// time of a single call, so a hung daemon cannot hold the console's one
+// redrive slot for ever while a slow one is given room.
+func bulkTimeout(n, perSecond int) time.Duration {
+	return callTimeout + 2*time.Duration(n)*time.Second/time.Duration(perSecond)
+}
 
-func (j *redriveJob) finished() bool { return j.done+j.failed == len(j.refs) }
+// startRedrive starts redriving what the dialog c confirmed.
+func (m Model) startRedrive(c confirm, reason string) (Model, tea.Cmd) {
+	m.jobs++
+	j := &redriveJob{id: m.jobs, refs: c.refs, bulk: c.bulk, reason: reason, started: m.now,
+		pending: make(map[string]bool, len(c.refs))}
+	for _, r := range c.refs {
+		j.pending[activityKey(r.workflowID, r.activityID)] = true
+	}
+	m.job, m.flash = j, flash{}
+	if !j.bulk {
+		return m, redriveCmd(m.p.Context, m.p.Backend, j.id, c.refs[0], reason)
+	}
+	ctx, cancel := context.WithTimeout(m.p.Context, bulkTimeout(len(c.refs), m.p.RedrivesPerSecond))
+	j.cancel = cancel
+	p := RedriveListParams{Reason: reason, PerSecond: m.p.RedrivesPerSecond}
+	for _, r := range c.refs {
+		p.Refs = append(p.Refs, &durablev1.ActivityRef{WorkflowId: r.workflowID, ActivityId: r.activityID})
+	}
+	return m, redriveListCmd(ctx, m.p.Backend, j.id, p)
+}
 
-// askRedrive opens the confirmation for refs, or says why there is nothing to do.
-func (m Model) askRedrive(refs []ref, what string) Model {
-	if len(refs) == 0 {
-		m.flash = "nothing to redrive"
-		return m
+// stopRedrive ends a running bulk redrive: the daemon stops releasing
+// letters when the call ends, and its audit record keeps the count reached.
+func (m Model) stopRedrive() Model {
+	if j := m.job; j != nil && j.bulk && !j.stopping {
+		j.stopping = true
+		j.cancel()
 	}
-	if m.job != nil && !m.job.finished() {
-		m.flash = "a redrive is still running"
-		return m
-	}
-	m.confirm = &confirm{refs: refs, what: what}
 	return m
 }
 
-// answerConfirm handles the key pressed in the dialog: y starts the redrive,
-// anything else cancels.
-func (m Model) answerConfirm(msg tea.KeyMsg) (Model, tea.Cmd) {
-	c := m.confirm
-	m.confirm = nil
-	if msg.String() != "y" {
-		m.flash = "redrive cancelled"
-		return m, nil
+// observe counts the letters of the job that an event shows out of the
+// dead-letter queue: redriven (any state but dead-lettered) or gone.
+func (j *redriveJob) observe(ev *durablev1.WatchEvent, st *state) {
+	if j == nil || len(j.pending) == 0 {
+		return
 	}
-	id := 1
-	if m.job != nil {
-		id = m.job.id + 1
+	switch ev.GetKind() {
+	case durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT:
+		for _, a := range ev.GetActivities() {
+			if k := keyOf(a); j.pending[k] && !isDead(a) {
+				delete(j.pending, k)
+			}
+		}
+	case durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE:
+		for _, r := range ev.GetRemoved() {
+			delete(j.pending, activityKey(r.GetWorkflowId(), r.GetActivityId()))
+		}
+	case durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE:
+		// After a reconnection the snapshot is the truth; what changed
+		// while the stream was down shows up here.
+		for k := range j.pending {
+			if a, ok := st.acts[k]; !ok || !isDead(a) {
+				delete(j.pending, k)
+			}
+		}
 	}
-	m.job = &redriveJob{id: id, refs: c.refs, started: m.now}
-	m.flash = ""
-	return m.releaseRedrive()
 }
 
-// releaseRedrive sends the next redrive if the bucket allows and schedules the
-// one after; the first goes at once.
-func (m Model) releaseRedrive() (Model, tea.Cmd) {
-	j := m.job
-	if j == nil || j.next >= len(j.refs) {
-		return m, nil
-	}
-	var cmds []tea.Cmd
-	if j.inflight < maxInflight {
-		cmds = append(cmds, redriveCmd(m.p.Context, m.p.Backend, j.id, j.refs[j.next]))
-		j.next++
-		j.inflight++
-	}
-	if j.next < len(j.refs) {
-		cmds = append(cmds, redriveTickCmd(time.Second/time.Duration(m.p.RedrivesPerSecond), j.id))
-	}
-	return m, tea.Batch(cmds...)
-}
+// seen is how many of the job's letters have left the dead-letter queue.
+func (j *redriveJob) seen() int { return len(j.refs) - len(j.pending) }
 
-func (m Model) redriveResult(msg redriveResultMsg) Model {
+// redriveDone ends the job the answer belongs to and says how it went.
+func (m Model) redriveDone(msg redriveDoneMsg) Model {
 	j := m.job
 	if j == nil || j.id != msg.job {
 		return m
 	}
-	j.inflight--
-	if msg.err != nil {
-		j.failed++
-		j.lastErr = fmt.Sprintf("%s/%s: %v", msg.ref.workflowID, msg.ref.activityID, msg.err)
-	} else {
-		j.done++
+	m.job = nil
+	if j.cancel != nil {
+		j.cancel()
 	}
-	if j.finished() {
-		m.flash = fmt.Sprintf("redrove %s", plural(j.done, "dead letter", "dead letters"))
-		if j.failed > 0 {
-			m.flash += fmt.Sprintf(", %d failed (last: %s)", j.failed, j.lastErr)
+	switch {
+	case !j.bulk && msg.err != nil:
+		return m.warn(fmt.Sprintf("redrive of %s failed: %s", j.refs[0], errorText(msg.err)))
+	case !j.bulk:
+		return m.say("redrove " + j.refs[0].String() + reasonNote(j.reason))
+	case j.stopping && isCanceled(msg.err):
+		return m.warn(fmt.Sprintf("redrive stopped: %s of %s back in their queues; the audit log keeps how far it got",
+			thousands(j.seen()), thousands(len(j.refs))))
+	case msg.err != nil:
+		text := "redrive failed: " + errorText(msg.err)
+		if n := j.seen(); n > 0 {
+			text += fmt.Sprintf(" · %s of %s were back in their queues", thousands(n), thousands(len(j.refs)))
 		}
+		return m.warn(text)
 	}
-	return m
+	r := msg.resp
+	return m.say(fmt.Sprintf("redrove %s of %s · %s skipped · audit record #%d%s",
+		thousands(int(r.GetCount())), plural(int(r.GetMatched()), "dead letter", "dead letters"),
+		thousands(int(r.GetSkipped())), r.GetAuditId(), reasonNote(j.reason)))
 }
 
-// progressLine is the live progress of a bulk redrive.
-func (j *redriveJob) progressLine(width int, rate int) string {
-	total := len(j.refs)
-	sent := j.done + j.failed
+func reasonNote(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return fmt.Sprintf(" · reason %q", reason)
+}
+
+func isCanceled(err error) bool {
+	return errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled
+}
+
+// progressLine is the live progress of a bulk redrive: the letters seen back
+// in their queues, and the time left at the pace seen so far.
+func (j *redriveJob) progressLine(width int, now time.Time) string {
+	total, seen := len(j.refs), j.seen()
 	barW := min(20, max(width/5, 5))
 	filled := 0
 	if total > 0 {
-		filled = sent * barW / total
+		filled = seen * barW / total
 	}
 	bar := "[" + strings.Repeat("#", filled) + strings.Repeat("-", barW-filled) + "]"
-	left := time.Duration(total-j.next) * time.Second / time.Duration(rate)
-	s := fmt.Sprintf("redriving %s %s/%s", bar, thousands(sent), thousands(total))
-	if j.failed > 0 {
-		s += fmt.Sprintf(" · %d failed", j.failed)
-	}
-	if left > 0 {
-		s += " · ~" + span(left) + " left"
+	s := fmt.Sprintf("redriving %s %s/%s back in their queues", bar, thousands(seen), thousands(total))
+	elapsed := now.Sub(j.started)
+	switch {
+	case j.stopping:
+		s += " · stopping…"
+	case seen == total:
+		s += " · finishing"
+	case seen > 0 && elapsed > 0:
+		left := time.Duration(float64(elapsed) * float64(total-seen) / float64(seen))
+		s += " · ~" + span(left) + " left · x stops"
+	default:
+		s += " · x stops"
 	}
 	return s
 }

@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // waitUntil polls cond until it holds or the deadline passes.
@@ -24,19 +27,36 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 func TestRedriveKeypress(t *testing.T) {
 	t.Parallel()
+	// The dead letters view shows the newest first: order-0995/2, order-0991/1, order-0990/1.
+	newestFirst := []ref{{"order-0995", "2"}, {"order-0991", "1"}, {"order-0990", "1"}}
 	cases := []struct {
-		name string
-		keys []string
-		want []ref
+		name   string
+		keys   []string
+		single []redriveCall
+		bulk   []bulkCall
 	}{
-		// The dead letters view shows the newest first: order-0995, order-0991, order-0990.
-		{name: "RThenYRedrivesTheSelectedLetterOnce", keys: []string{"2", "j", "r", "y"}, want: []ref{{"order-0991", "1"}}},
+		{name: "RThenYRedrivesTheSelectedLetterOnceWithoutAReason", keys: []string{"2", "j", "r", "y"},
+			single: []redriveCall{{ref{"order-0991", "1"}, ""}}},
+		{name: "RThenETypedReasonThenEnterRedrivesWithTheReason", keys: []string{"2", "j", "r", "e", "I", "N", "C", "-", "7", "enter"},
+			single: []redriveCall{{ref{"order-0991", "1"}, "INC-7"}}},
+		{name: "AReasonArrivingAsOneMessageIsTypedWhole", keys: []string{"2", "j", "r", "e", "INC-7 gateway back", "enter"},
+			single: []redriveCall{{ref{"order-0991", "1"}, "INC-7 gateway back"}}},
 		{name: "RThenNCancels", keys: []string{"2", "r", "n"}},
 		{name: "RThenEscCancels", keys: []string{"2", "r", "esc"}},
 		{name: "RThenOtherKeyCancels", keys: []string{"2", "r", "r"}},
+		{name: "ReasonLineThenEscCancels", keys: []string{"2", "r", "e", "I", "esc"}},
+		{name: "ReasonLineTakesYAsText", keys: []string{"2", "r", "e", "y", "esc"}},
+		{name: "BulkRThenYIsOneCallWithEveryLetterShown", keys: []string{"2", "R", "y"},
+			bulk: []bulkCall{{refs: newestFirst, perSecond: 1000}}},
 		{name: "BulkOverTheFilter", keys: []string{"2", "/", "g", "a", "t", "e", "enter", "R", "y"},
-			want: []ref{{"order-0991", "1"}, {"order-0990", "1"}}},
-		{name: "BulkOverTheGroup", keys: []string{"2", "g", "j", "R", "y"}, want: []ref{{"order-0995", "2"}}},
+			bulk: []bulkCall{{refs: []ref{{"order-0991", "1"}, {"order-0990", "1"}}, perSecond: 1000}}},
+		{name: "BulkOverTheGroup", keys: []string{"2", "g", "j", "R", "y"},
+			bulk: []bulkCall{{refs: []ref{{"order-0995", "2"}}, perSecond: 1000}}},
+		{name: "RedriveOnAGroupIsBulk", keys: []string{"2", "g", "r", "y"},
+			bulk: []bulkCall{{refs: []ref{{"order-0991", "1"}, {"order-0990", "1"}}, perSecond: 1000}}},
+		{name: "BulkWithAReason", keys: []string{"2", "R", "e", "INC-7", "enter"},
+			bulk: []bulkCall{{refs: newestFirst, reason: "INC-7", perSecond: 1000}}},
+		{name: "BulkThenNCancels", keys: []string{"2", "R", "n"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -47,34 +67,34 @@ func TestRedriveKeypress(t *testing.T) {
 			for _, k := range keys(c.keys...) {
 				tm.Send(k)
 			}
-			if len(c.want) > 0 {
-				waitUntil(t, "redrives", func() bool { return len(fake.redriven()) >= len(c.want) })
+			if len(c.single)+len(c.bulk) > 0 {
+				waitFor(t, tm, "redrove")
 			}
 			if err := tm.Quit(); err != nil {
 				t.Fatal(err)
 			}
 			final := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(Model)
-			got := fake.redriven()
-			// Calls run concurrently (up to maxInflight), so compare as sets.
-			byID := func(a, b ref) int { return strings.Compare(a.workflowID+a.activityID, b.workflowID+b.activityID) }
-			slices.SortFunc(got, byID)
-			slices.SortFunc(c.want, byID)
-			if !slices.Equal(got, c.want) {
-				t.Fatalf("RedriveDeadLetter calls = %v, want %v", got, c.want)
+			if got := fake.singleCalls(); !slices.Equal(got, c.single) {
+				t.Errorf("Redrive calls = %v, want %v", got, c.single)
 			}
-			if len(c.want) == 0 && (final.job != nil || final.flash != "redrive cancelled") {
-				t.Fatalf("after cancel: job=%v flash=%q", final.job, final.flash)
+			if got := fake.bulkCalls(); !slices.EqualFunc(got, c.bulk, func(a, b bulkCall) bool {
+				return slices.Equal(a.refs, b.refs) && a.reason == b.reason && a.perSecond == b.perSecond
+			}) {
+				t.Errorf("RedriveList calls = %+v, want %+v", got, c.bulk)
+			}
+			if len(c.single)+len(c.bulk) == 0 && (final.job != nil || final.confirm != nil || final.flash.text != "redrive cancelled") {
+				t.Fatalf("after cancel: job=%v confirm=%v flash=%q", final.job, final.confirm, final.flash.text)
 			}
 		})
 	}
 }
 
-// TestBulkRedriveIsSpreadOverTime checks the token bucket: the first redrive
-// goes at once, the rest wait for ticks rather than leaving as one burst.
-func TestBulkRedriveIsSpreadOverTime(t *testing.T) {
+// TestBulkRedriveProgressCountsOutcomes checks that progress is what the Watch
+// stream shows happening to the letters, not what was acknowledged, and that
+// the answer is summed up in a flash that goes away.
+func TestBulkRedriveProgressCountsOutcomes(t *testing.T) {
 	t.Parallel()
-	fake := fixtureBackend()
-	m := setup(t, fake, Params{})
+	m := setup(t, fixtureBackend(), Params{})
 	m = feed(m, snapshot(fixtureActivities(), fixtureWorkflows())...)
 	m = press(m, "2")
 	m = press(m, "R")
@@ -83,21 +103,104 @@ func TestBulkRedriveIsSpreadOverTime(t *testing.T) {
 	}
 	next, cmd := m.Update(keys("y")[0])
 	m = next.(Model)
-	if m.job == nil || m.job.next != 1 {
-		t.Fatalf("after y: job = %+v, want one redrive released", m.job)
+	if m.job == nil || !m.job.bulk || cmd == nil {
+		t.Fatalf("after y: job = %+v, cmd = %v; want a bulk call under way", m.job, cmd)
 	}
-	if cmd == nil {
-		t.Fatal("after y: no command")
+	status := func() string { return strings.Split(ansi.Strip(m.View()), "\n")[1] }
+	if s := status(); !strings.Contains(s, "0/3 back in their queues") {
+		t.Fatalf("status %q, want nothing seen yet", s)
 	}
-	// A tick releases one more; nothing else does.
-	next, _ = m.Update(redriveTickMsg{job: m.job.id})
+
+	upsert := func(a *durablev1.PendingActivity) *durablev1.WatchEvent {
+		return &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT, Activities: []*durablev1.PendingActivity{a}}
+	}
+	// Redriven: scheduled again as attempt 1.
+	m = feed(m, upsert(act("order-0995", "2", "SendEmail", stScheduled, 1, 5)))
+	// Still dead-lettered (its redrive count changed, say): not an outcome.
+	still := act("order-0991", "1", "ChargeCard", stDead, 5, 5)
+	still.DeadLetteredTime = at(-3 * time.Minute)
+	m = feed(m, upsert(still))
+	if s := status(); !strings.Contains(s, "1/3 back in their queues") {
+		t.Fatalf("status %q, want 1 of 3 seen", s)
+	}
+	// Gone: its workflow closed, say.
+	m = feed(m, &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE,
+		Removed: []*durablev1.ActivityRef{{WorkflowId: "order-0990", ActivityId: "1"}}})
+	next, _ = m.Update(tickMsg{now: t0.Add(4 * time.Second)})
 	m = next.(Model)
-	if m.job.next != 2 {
-		t.Fatalf("after a tick: %d released, want 2", m.job.next)
+	// Two seen in 4s: the last one is due in about 2s.
+	if s := status(); !strings.Contains(s, "2/3 back in their queues · ~2.0s left") {
+		t.Fatalf("status %q, want 2 of 3 seen and 2s left at that pace", s)
 	}
-	line := m.job.progressLine(80, 50)
-	if want := "0/3"; !contains(line, want) {
-		t.Fatalf("progress %q lacks %q", line, want)
+
+	next, _ = m.Update(redriveDoneMsg{job: m.job.id, resp: &durablev1.RedriveDeadLettersResponse{Matched: 3, Count: 2, Skipped: 1, AuditId: 41}})
+	m = next.(Model)
+	want := "redrove 2 of 3 dead letters · 1 skipped · audit record #41"
+	if m.job != nil || strings.TrimSpace(status()) != want {
+		t.Fatalf("after the answer: job = %v, status %q, want %q", m.job, status(), want)
+	}
+	next, _ = m.Update(tickMsg{now: t0.Add(4*time.Second + flashFor)})
+	m = next.(Model)
+	if s := strings.TrimSpace(status()); s != "" {
+		t.Fatalf("status %q after %v, want the flash gone", s, flashFor)
+	}
+}
+
+// TestRedriveErrorsAreShownPlainly covers a reader's token: the daemon says
+// PermissionDenied and the console says so in words.
+func TestRedriveErrorsAreShownPlainly(t *testing.T) {
+	t.Parallel()
+	denied := status.Error(codes.PermissionDenied, `principal "dash" (role reader) may not call RedriveDeadLetters`)
+	for _, c := range []struct {
+		name string
+		keys []string
+		want string
+	}{
+		{"Bulk", []string{"2", "R", "y"}, `redrive failed: permission denied: principal "dash" (role reader) may not call RedriveDeadLetters`},
+		{"Single", []string{"2", "r", "y"}, `redrive of order-0995/2 failed: permission denied: principal "dash"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fake := fixtureBackend()
+			fake.redriveErr = denied
+			tm := teatest.NewTestModel(t, setup(t, fake, Params{}), teatest.WithInitialTermSize(132, 30))
+			waitFor(t, tm, "order-1001")
+			for _, k := range keys(c.keys...) {
+				tm.Send(k)
+			}
+			waitFor(t, tm, c.want)
+			if err := tm.Quit(); err != nil {
+				t.Fatal(err)
+			}
+			if final := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(Model); final.job != nil || !final.flash.warn {
+				t.Fatalf("job = %v, flash = %+v; want the job over and a warning", final.job, final.flash)
+			}
+		})
+	}
+}
+
+// TestStopKeyEndsABulkRedrive: x ends the call, so the daemon stops releasing
+// letters, and another redrive may start.
+func TestStopKeyEndsABulkRedrive(t *testing.T) {
+	t.Parallel()
+	fake := fixtureBackend()
+	fake.bulkGate = make(chan struct{}) // the daemon never finishes by itself
+	tm := teatest.NewTestModel(t, setup(t, fake, Params{}), teatest.WithInitialTermSize(100, 30))
+	waitFor(t, tm, "order-1001")
+	for _, k := range keys("2", "R", "y") {
+		tm.Send(k)
+	}
+	waitFor(t, tm, "x stops")
+	tm.Send(keys("R")[0])
+	waitFor(t, tm, "a redrive is still running")
+	tm.Send(keys("x")[0])
+	waitFor(t, tm, "redrive stopped: 0 of 3 back in their queues")
+	if err := tm.Quit(); err != nil {
+		t.Fatal(err)
+	}
+	final := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(Model)
+	if final.job != nil || len(fake.bulkCalls()) != 1 {
+		t.Fatalf("job = %v, %d bulk calls; want the job over after one call", final.job, len(fake.bulkCalls()))
 	}
 }
 
@@ -113,4 +216,22 @@ func feed(m Model, evs ...*durablev1.WatchEvent) Model {
 func press(m Model, k string) Model {
 	next, _ := m.Update(keys(k)[0])
 	return next.(Model)
+}
+
+// TestAnErrorIsReadInFullOnANarrowTerminal: at 80 columns an error takes a
+// second status line rather than losing its end, and the rows make room.
+func TestAnErrorIsReadInFullOnANarrowTerminal(t *testing.T) {
+	t.Parallel()
+	m := setup(t, fixtureBackend(), Params{})
+	m = feed(m, snapshot(fixtureActivities(), fixtureWorkflows())...)
+	m = press(m, "2")
+	rows := m.bodyRows()
+	m = m.warn(`redrive failed: permission denied: principal "dash" (role reader) may not call RedriveDeadLetters`)
+	lines := strings.Split(ansi.Strip(m.View()), "\n")
+	if len(lines) != 24 || !strings.HasPrefix(lines[1], "redrive failed: permission denied:") || !strings.Contains(lines[2], "RedriveDeadLetters") {
+		t.Fatalf("%d lines, status:\n%s\n%s", len(lines), lines[1], lines[2])
+	}
+	if got := m.bodyRows(); got != rows-1 {
+		t.Fatalf("bodyRows = %d with a two-line status, want %d", got, rows-1)
+	}
 }

@@ -137,6 +137,13 @@ func TestReconnectResynchronises(t *testing.T) {
 	p := Params{ReconnectDelayFunc: func(int) time.Duration { return time.Millisecond }}
 	tm := teatest.NewTestModel(t, setup(t, fake, p), teatest.WithInitialTermSize(100, 30))
 	waitFor(t, tm, "ShipParcel")
+	// The audit log is read again on every (re)connection: what happened
+	// while the stream was down is in it.
+	waitUntil(t, "the audit log read twice", func() bool {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		return fake.auditCalls == 2
+	})
 	if err := tm.Quit(); err != nil {
 		t.Fatal(err)
 	}
@@ -173,10 +180,12 @@ func TestKeysArrivingTogetherAreTakenOneByOne(t *testing.T) {
 func TestTinyTerminalsDoNotPanic(t *testing.T) {
 	t.Parallel()
 	for _, size := range [][2]int{{1, 1}, {10, 3}, {20, 5}, {40, 8}} {
-		for _, path := range [][]string{{}, {"2"}, {"2", "g"}, {"3"}, {"3", "enter"}, {"enter"}, {"2", "R"}, {"?"}} {
+		for _, path := range [][]string{{}, {"2"}, {"2", "g"}, {"3"}, {"3", "enter"}, {"enter"}, {"2", "R"}, {"2", "R", "e", "INC-7"}, {"?"}, {"4"}, {"4", "enter"}} {
 			m := setup(t, fixtureBackend(), Params{})
 			next, _ := m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
 			m = feed(next.(Model), snapshot(fixtureActivities(), fixtureWorkflows())...)
+			next, _ = m.Update(auditMsg{records: fixtureAudit()})
+			m = next.(Model)
 			for _, k := range path {
 				m = press(m, k)
 			}

@@ -64,7 +64,15 @@ func eventDetail(e *durablev1.HistoryEvent) string {
 	case durablev1.EventType_EVENT_TYPE_ACTIVITY_DEAD_LETTERED:
 		return fmt.Sprintf("%s after %d attempts: %s", act, e.GetAttempt(), failureLine(e.GetFailure()))
 	case durablev1.EventType_EVENT_TYPE_ACTIVITY_REDRIVEN:
-		return act
+		// Who and why, as the audit log has them.
+		s := act
+		if p := e.GetPrincipal(); p != "" {
+			s += " by " + p
+		}
+		if r := oneLine(e.GetReason()); r != "" {
+			s += " · " + r
+		}
+		return s
 	case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
 		return fmt.Sprintf("timer %s for %s", e.GetTimerId(), shortDur(e.GetTimerDuration().AsDuration()))
 	case durablev1.EventType_EVENT_TYPE_TIMER_FIRED:

@@ -16,9 +16,17 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 		m.help.Width = msg.Width
 		m.input.Width = max(msg.Width-4, 10)
+		if m.confirm != nil {
+			c := *m.confirm
+			c.reason.Width = reasonWidth(msg.Width)
+			m.confirm = &c
+		}
 		return m.clampAll(), nil
 	case tickMsg:
 		m.now = msg.now
+		if m.flash.text != "" && !m.now.Before(m.flash.at.Add(flashFor)) {
+			m.flash = flash{}
+		}
 		return m, tickCmd(m.tickInterval(), m.p.ClockFunc)
 	case streamOpenedMsg:
 		if msg.gen != m.conn.gen {
@@ -33,7 +41,14 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m = m.apply(msg.ev)
-		return m, recvCmd(m.conn.stream, msg.gen)
+		next := recvCmd(m.conn.stream, msg.gen)
+		if msg.ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
+			// Changes to the audit log arrive on the stream from now on;
+			// what came before is read once per (re)connection.
+			m.audit.loading = true
+			return m, tea.Batch(next, auditCmd(m.p.Context, m.p.Backend))
+		}
+		return m, next
 	case streamErrMsg:
 		if msg.gen != m.conn.gen {
 			return m, nil
@@ -48,13 +63,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, connectCmd(m.p.Context, m.p.Backend, m.conn.gen)
 	case historyMsg:
 		return m.gotHistory(msg), nil
-	case redriveTickMsg:
-		if m.job == nil || m.job.id != msg.job {
-			return m, nil
-		}
-		return m.releaseRedrive()
-	case redriveResultMsg:
-		return m.redriveResult(msg), nil
+	case auditMsg:
+		return m.gotAudit(msg), nil
+	case redriveDoneMsg:
+		// The outcome may take two lines: keep the cursor on screen.
+		return m.redriveDone(msg).clampAll(), nil
 	case tea.KeyMsg:
 		return m.key(msg)
 	}
@@ -82,9 +95,11 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT:
 		m.st.upsertActivities(ev.GetActivities())
 		m.st.upsertWorkflows(ev.GetWorkflows())
+		m.audit.upsert(ev.GetAuditRecords())
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE:
 		m.st.removeActivities(ev.GetRemoved())
 	}
+	m.job.observe(ev, m.st)
 	return m.clampAll()
 }
 
@@ -93,7 +108,7 @@ func (m Model) disconnected(err error) (Model, tea.Cmd) {
 	m.conn.live, m.conn.retrying = false, false
 	m.conn.stream = nil
 	m.conn.failures++
-	m.conn.lastErr = err.Error()
+	m.conn.lastErr = errorText(err)
 	d := m.p.ReconnectDelayFunc(m.conn.failures)
 	m.conn.retryAt = m.now.Add(d)
 	return m, reconnectCmd(d, m.conn.gen)
@@ -113,6 +128,17 @@ func (m Model) gotHistory(msg historyMsg) Model {
 	return m
 }
 
+func (m Model) gotAudit(msg auditMsg) Model {
+	m.audit.loading = false
+	if msg.err != nil {
+		m.audit.err = errorText(msg.err)
+		return m
+	}
+	m.audit.err, m.audit.loaded = "", true
+	m.audit.load(msg.records)
+	return m.clamp(screenAudit)
+}
+
 // tickInterval is a second, or a tenth when a visible countdown is under ten
 // seconds and shows tenths.
 func (m Model) tickInterval() time.Duration {
@@ -130,8 +156,13 @@ func (m Model) tickInterval() time.Duration {
 			urgent = waitOf(a, m.now).urgent
 		}
 	}
-	if urgent {
+	switch {
+	case urgent:
 		return 100 * time.Millisecond
+	case m.job != nil && m.job.bulk:
+		// The time left is elapsed time over letters seen: a finer clock
+		// keeps it from jumping.
+		return 250 * time.Millisecond
 	}
 	return time.Second
 }
@@ -148,6 +179,8 @@ func (m Model) listLen(s screen) int {
 		return m.st.dead.set.Len()
 	case screenWorkflows:
 		return m.st.workflows.Len()
+	case screenAudit:
+		return len(m.audit.order)
 	}
 	return 0
 }
@@ -162,13 +195,13 @@ func (m *Model) cursorOf(s screen) *list {
 
 // bodyRows is how many table rows fit between the header lines and the help.
 func (m Model) bodyRows() int {
-	return max(m.height-3-lipgloss.Height(m.helpView()), 1)
+	return max(m.height-2-lipgloss.Height(m.statusView())-lipgloss.Height(m.helpView()), 1)
 }
 
 // clampAll keeps every cursor inside its list and on screen after the data or
 // the size changed.
 func (m Model) clampAll() Model {
-	for _, s := range []screen{screenAttempts, screenDeadLetters, screenWorkflows} {
+	for _, s := range []screen{screenAttempts, screenDeadLetters, screenWorkflows, screenAudit} {
 		m = m.clamp(s)
 	}
 	return m
@@ -196,6 +229,9 @@ func (m Model) move(delta int) Model {
 		return m
 	case screenTimeline:
 		m.timeline.scroll = max(m.timeline.scroll+delta, 0)
+		return m
+	case screenAuditRecord:
+		m.audit.scroll = max(m.audit.scroll+delta, 0)
 		return m
 	}
 	l := m.cursorOf(m.screen)

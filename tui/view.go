@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 )
@@ -11,8 +12,8 @@ import (
 // View renders the console from the model alone: the clock is m.now, never
 // the wall clock, so a view is a pure function of what Update saw.
 func (m Model) View() string {
-	helpView := m.helpView()
-	bodyH := max(m.height-2-lipgloss.Height(helpView), 1)
+	helpView, status := m.helpView(), m.statusView()
+	bodyH := max(m.height-1-lipgloss.Height(status)-lipgloss.Height(helpView), 1)
 	var body string
 	switch m.screen {
 	case screenAttempts:
@@ -25,11 +26,15 @@ func (m Model) View() string {
 		body = m.detailView(bodyH)
 	case screenTimeline:
 		body = m.timelineView(bodyH)
+	case screenAudit:
+		body = m.auditView(bodyH)
+	case screenAuditRecord:
+		body = m.auditRecordView(bodyH)
 	}
 	if m.confirm != nil {
 		body = m.confirmView(bodyH)
 	}
-	return strings.Join([]string{m.headerView(), m.statusView(), block(body, m.width, bodyH), helpView}, "\n")
+	return strings.Join([]string{m.headerView(), status, block(body, m.width, bodyH), helpView}, "\n")
 }
 
 // block makes s exactly h lines of at most w cells, so the help bar stays at
@@ -51,37 +56,25 @@ func block(s string, w, h int) string {
 }
 
 func (m Model) helpView() string {
-	return m.help.View(m.keys.forScreen(m.screen))
+	if m.confirm != nil {
+		return m.help.View(m.keys.forDialog(m.confirm.editing))
+	}
+	keys := m.keys.forScreen(m.screen)
+	if m.job != nil && m.job.bulk {
+		keys.short = append([]key.Binding{m.keys.Stop}, keys.short...)
+	}
+	return m.help.View(keys)
 }
 
 func (m Model) headerView() string {
 	st := m.styles
-	tabs := []struct {
-		s     screen
-		label string
-		n     int
-	}{
-		{screenAttempts, "1 attempts", len(m.st.acts)},
-		{screenDeadLetters, "2 dead letters", m.st.deadTotal},
-		{screenWorkflows, "3 workflows", len(m.st.wfs)},
-	}
-	parts := []string{st.Title.Render("wfui")}
-	current := m.screen
-	if current > screenWorkflows {
-		current = m.back
-	}
-	for _, t := range tabs {
-		label := fmt.Sprintf("%s (%s)", t.label, thousands(t.n))
-		if t.s == current {
-			parts = append(parts, st.ActiveTab.Render("["+label+"]"))
-		} else {
-			parts = append(parts, st.Tab.Render(" "+label+" "))
-		}
-	}
-	left := strings.Join(parts, " ")
+	left := m.tabsView(false)
 	label := m.connLabel()
 	if ansi.StringWidth(left)+ansi.StringWidth(label)+m.width/10 > m.width {
 		label = strings.TrimSuffix(label, " "+m.p.Addr) // the state matters more than the address
+	}
+	if ansi.StringWidth(left)+1+ansi.StringWidth(label) > m.width {
+		left = m.tabsView(true)
 	}
 	right := st.Status.Render(label)
 	gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
@@ -89,6 +82,38 @@ func (m Model) headerView() string {
 		return ansi.Truncate(left+" "+right, m.width, "…")
 	}
 	return left + strings.Repeat(" ", gap) + right
+}
+
+// tabsView is the title and a tab per list screen, the current one in
+// brackets; compact drops the padding around the others for narrow
+// terminals.
+func (m Model) tabsView(compact bool) string {
+	st := m.styles
+	tabs := []struct {
+		s     screen
+		label string
+	}{
+		{screenAttempts, fmt.Sprintf("1 attempts (%s)", thousands(len(m.st.acts)))},
+		{screenDeadLetters, fmt.Sprintf("2 dead letters (%s)", thousands(m.st.deadTotal))},
+		{screenWorkflows, fmt.Sprintf("3 workflows (%s)", thousands(len(m.st.wfs)))},
+		{screenAudit, "4 audit"},
+	}
+	parts := []string{st.Title.Render("wfui")}
+	current := m.screen
+	if !current.isList() {
+		current = m.back
+	}
+	for _, t := range tabs {
+		switch {
+		case t.s == current:
+			parts = append(parts, st.ActiveTab.Render("["+t.label+"]"))
+		case compact:
+			parts = append(parts, st.Tab.Render(t.label))
+		default:
+			parts = append(parts, st.Tab.Render(" "+t.label+" "))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func (m Model) connLabel() string {
@@ -102,8 +127,9 @@ func (m Model) connLabel() string {
 	return "○ offline " + addr
 }
 
-// statusView is the one line under the header: the filter being typed, a
-// disconnection, a redrive's progress, or the outcome of the last action.
+// statusView is the line under the header (two for an error): the filter
+// being typed, a disconnection, an error, the outcome of the last action, or
+// a redrive's progress.
 func (m Model) statusView() string {
 	st := m.styles
 	var s string
@@ -112,11 +138,23 @@ func (m Model) statusView() string {
 		s = m.input.View()
 	case !m.conn.live && m.conn.failures > 0:
 		s = st.Banner.Render(m.bannerText())
-	case m.job != nil && !m.job.finished():
-		s = st.Progress.Render(m.job.progressLine(m.width, m.p.RedrivesPerSecond))
-	case m.flash != "":
-		s = st.Label.Render(m.flash)
-	case m.screen <= screenWorkflows && m.filterText() != "":
+	case m.flash.warn:
+		// An error is read in full: it may take a second line.
+		lines := strings.Split(ansi.Wrap(m.flash.text, max(m.width, 1), " "), "\n")
+		if len(lines) > 2 {
+			lines = []string{lines[0], lines[1] + " " + strings.Join(lines[2:], " ")}
+		}
+		for i, l := range lines {
+			lines[i] = st.Warning.Render(ansi.Truncate(l, m.width, "…"))
+		}
+		return strings.Join(lines, "\n")
+	case m.flash.text != "":
+		s = st.Label.Render(m.flash.text)
+	case m.job != nil && m.job.bulk:
+		s = st.Progress.Render(m.job.progressLine(m.width, m.now))
+	case m.job != nil:
+		s = st.Progress.Render("redriving " + m.job.refs[0].String() + "…")
+	case m.filterText() != "":
 		s = st.Filter.Render(fmt.Sprintf("filter /%s — %s shown · esc clears", m.filterText(), thousands(m.listLen(m.screen))))
 	case !m.conn.synced:
 		s = st.Muted.Render("waiting for the daemon's snapshot…")
@@ -131,25 +169,4 @@ func (m Model) bannerText() string {
 	left := m.conn.retryAt.Sub(m.now)
 	secs := int((left + 999_999_999) / 1_000_000_000)
 	return fmt.Sprintf("disconnected — reconnecting in %ds  (%s)", max(secs, 0), oneLine(m.conn.lastErr))
-}
-
-// confirmView is the redrive dialog, centred in the body.
-func (m Model) confirmView(h int) string {
-	st := m.styles
-	c := m.confirm
-	n := plural(len(c.refs), "dead letter", "dead letters")
-	lines := []string{
-		st.Warning.Render("Redrive " + n + "?"),
-		"",
-		ansi.Truncate(c.what, max(m.width-12, 10), "…"),
-	}
-	if len(c.refs) > 1 {
-		secs := (len(c.refs) + m.p.RedrivesPerSecond - 1) / m.p.RedrivesPerSecond
-		lines = append(lines, st.Muted.Render(fmt.Sprintf("released at %d per second (~%ds), each as attempt 1", m.p.RedrivesPerSecond, secs)))
-	} else {
-		lines = append(lines, st.Muted.Render("it runs again as attempt 1"))
-	}
-	lines = append(lines, "", st.Label.Render("y")+" redrive    "+st.Label.Render("any other key")+" cancel")
-	box := st.Dialog.Render(strings.Join(lines, "\n"))
-	return lipgloss.Place(m.width, h, lipgloss.Center, lipgloss.Center, box)
 }

@@ -16,7 +16,8 @@ import (
 
 // TestConsoleRedrivesAnOutageEndToEnd drives the real binaries: durabled, a
 // demo worker in outage mode whose FlakyDemo activities dead-letter, then a
-// healthy worker, and wfui in tmux redriving every letter from the keyboard.
+// healthy worker, and wfui in tmux redriving every letter from the keyboard
+// and finding the redrive in its audit view.
 // It needs tmux (and skips without it); it builds the binaries, or takes
 // them from $DURABLE_BIN_DIR when set:
 //
@@ -129,6 +130,10 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 	tmux("send-keys", "-t", session, "R")
 	waitUntil(t, 10*time.Second, "the confirmation", func() bool { return strings.Contains(screen(), "Redrive 3 dead letters?") })
 	tmux("send-keys", "-t", session, "y")
+	// One bulk call: the daemon answers with its count and audit record.
+	waitUntil(t, 30*time.Second, "the redrive's outcome", func() bool {
+		return strings.Contains(screen(), "redrove 3 of 3 dead letters · 0 skipped · audit record #")
+	})
 
 	waitUntil(t, 60*time.Second, "the workflow completes", func() bool {
 		return strings.Contains(strings.ToLower(run("describe", "e2e-1", "--json")), "complete")
@@ -136,8 +141,18 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 	if out := run("dlq", "list", "--json"); strings.Contains(strings.ToLower(out), "activity") {
 		t.Fatalf("dead letters left after the redrive: %s", out)
 	}
+
+	// The audit view has the redrive as one record.
+	tmux("send-keys", "-t", session, "4")
+	waitUntil(t, 10*time.Second, "the audit record", func() bool {
+		return auditRow.MatchString(screen())
+	})
 	tmux("send-keys", "-t", session, "q")
 }
+
+// auditRow matches the audit view's row of a finished bulk redrive of three
+// letters by the daemon's principal when it runs without --auth.
+var auditRow = regexp.MustCompile(`(?m)^\W*\S+\s+local\s+operator\s+bulk redrive\s+3/3\s`)
 
 // countdownRow matches an attempts-view row of a retrying activity:
 // workflow, activity id, ..., "retrying", n/max, a countdown with tenths or seconds.

@@ -1,0 +1,89 @@
+package tui
+
+import (
+	"strings"
+
+	"github.com/charmbracelet/bubbles/cursor"
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+// confirm is the dialog before a redrive: it fixes the targets at the moment
+// the key was pressed, so what runs is exactly what the count said. y goes
+// ahead at once without a reason (as scripts expect); e opens a line for one.
+type confirm struct {
+	refs    []ref
+	what    string // "order-42 / 3 ChargeCard" or "every dead letter failing with Timeout"
+	bulk    bool   // one bulk call, even for a single letter of a group
+	editing bool   // the reason line has the keyboard
+	reason  textinput.Model
+}
+
+// maxReason bounds the reason typed in the dialog; the daemon takes more,
+// but a reason is a line in the audit log, not a report.
+const maxReason = 300
+
+// askRedrive opens the confirmation for refs, or says why there is nothing
+// to do.
+func (m Model) askRedrive(refs []ref, what string, bulk bool) Model {
+	if len(refs) == 0 {
+		return m.say("nothing to redrive")
+	}
+	if m.job != nil {
+		return m.say("a redrive is still running")
+	}
+	in := textinput.New()
+	in.Prompt = "reason: "
+	in.Placeholder = "e.g. INC-7, gateway is back"
+	in.CharLimit = maxReason
+	in.Width = reasonWidth(m.width)
+	in.PromptStyle = m.styles.Label
+	in.Cursor.SetMode(cursor.CursorStatic)
+	m.confirm = &confirm{refs: refs, what: what, bulk: bulk, reason: in}
+	return m
+}
+
+// reasonWidth is how much of the reason the dialog shows: its text width less
+// the prompt and the cursor.
+func reasonWidth(termWidth int) int {
+	return max(dialogWidth(termWidth)-len("reason: ")-1, 1)
+}
+
+// answerConfirm handles a key pressed in the dialog. Without the reason line:
+// y starts the redrive, e opens the reason line, anything else cancels. With
+// it: enter starts the redrive with the reason, esc cancels, the rest is
+// typing.
+func (m Model) answerConfirm(msg tea.KeyMsg) (Model, tea.Cmd) {
+	c := *m.confirm
+	k := m.keys
+	if c.editing {
+		switch {
+		case key.Matches(msg, k.Submit):
+			m.confirm = nil
+			return m.startRedrive(c, strings.TrimSpace(c.reason.Value()))
+		case key.Matches(msg, k.Cancel):
+			return m.cancelConfirm(), nil
+		}
+		var cmd tea.Cmd
+		c.reason, cmd = c.reason.Update(msg)
+		m.confirm = &c
+		return m, cmd
+	}
+	switch {
+	case key.Matches(msg, k.Confirm):
+		m.confirm = nil
+		return m.startRedrive(c, "")
+	case key.Matches(msg, k.EditReason):
+		c.editing = true
+		cmd := c.reason.Focus()
+		m.confirm = &c
+		return m, cmd
+	}
+	return m.cancelConfirm(), nil
+}
+
+func (m Model) cancelConfirm() Model {
+	m.confirm = nil
+	return m.say("redrive cancelled")
+}

@@ -50,7 +50,7 @@ func TestConnectionFlags(t *testing.T) {
 		code  int
 		wants []string // fragments of stderr, or of stdout on success
 	}{
-		{"NoToken", []string{"list"}, exitFailed, []string{"Unauthenticated", "wf sent no token; set --token or DURABLE_TOKEN"}},
+		{"NoToken", []string{"list"}, exitFailed, []string{"(Unauthenticated)", "no credentials", "--token or DURABLE_TOKEN"}},
 		{"UnknownToken", []string{"list", "--token", "not-a-token"}, exitFailed, []string{"Unauthenticated", "wf sent the token of --token"}},
 		{"ReaderLists", []string{"--token", readerPrincipal.token, "dlq", "list"}, exitOK, []string{"flags-wf", "1 dead letter"}},
 		{"ReaderReadsAudit", []string{"audit", "--token", readerPrincipal.token}, exitOK, []string{"No audit records."}},

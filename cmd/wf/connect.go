@@ -82,7 +82,11 @@ func (c *cli) fail(err error) int {
 	case code == exitUnreachable:
 		msg += " (" + c.unreachableHint() + ")"
 	case s.Code() == codes.Unauthenticated:
-		msg += " (Unauthenticated: " + c.tokenHint() + ")"
+		if hint := c.tokenHint(); hint != "" {
+			msg += " (Unauthenticated: " + hint + ")"
+		} else {
+			msg += " (Unauthenticated)"
+		}
 	case s.Code() != codes.Unknown && s.Code() != codes.OK:
 		msg += " (" + s.Code().String() + ")"
 	}
@@ -99,14 +103,14 @@ func (c *cli) unreachableHint() string {
 }
 
 // tokenHint says which token wf sent, so that a refused one can be traced
-// to the flag, variable or file it came from.
+// to the flag, variable or file it came from; "" when it sent none.
 func (c *cli) tokenHint() string {
 	n := c.g.conn
 	switch {
 	case n.TokenFile != "":
 		return "wf sent the token in " + n.TokenFile
 	case n.Token == "":
-		return "wf sent no token; set --token or DURABLE_TOKEN"
+		return "" // the daemon's message says how to send one
 	case n.Token == getenv("DURABLE_TOKEN"):
 		return "wf sent the token of DURABLE_TOKEN"
 	default:

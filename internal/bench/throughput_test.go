@@ -106,8 +106,9 @@ func benchThroughput(b *testing.B, s setup) {
 	ctx := context.Background()
 
 	var ids []string
+	cpu := cpuClock{workerPID: worker.Process.Pid}
 	b.ResetTimer()
-	start := time.Now()
+	start, cpuStart := time.Now(), cpu.now()
 	for left := b.N; left > 0; left -= perWorkflow {
 		n := min(left, perWorkflow)
 		id := fmt.Sprintf("bench-%d", len(ids))
@@ -129,9 +130,10 @@ func benchThroughput(b *testing.B, s setup) {
 			}
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed, cpuUsed := time.Since(start), cpu.now()-cpuStart
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "activities/s")
+	b.ReportMetric(float64(cpuUsed.Microseconds())/float64(b.N), "cpu-µs/activity")
 }
 
 // daemon is the daemon of one benchmark run and what its clients need.

@@ -193,14 +193,14 @@ func (e *Engine) FailActivityTask(ctx context.Context, req *durablev1.FailActivi
 		if f == nil {
 			f = &durablev1.Failure{Type: "Unknown", Message: "the worker reported no failure"}
 		}
-		return e.failAttempt(tx, c, a, f, e.now())
+		return e.failAttempt(tx, c, a, f, e.now(), false)
 	})
 	return &durablev1.Empty{}, err
 }
 
-// failAttempt is the one retry path: reported failures and expired leases both
-// come through here.
-func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *durablev1.Failure, now time.Time) error {
+// failAttempt is the one retry path: reported failures and expired leases
+// (timedOut) both come through here.
+func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *durablev1.Failure, now time.Time, timedOut bool) error {
 	in := a.GetInfo()
 	w, err := tx.GetWorkflow(in.GetWorkflowId())
 	if err != nil {
@@ -208,7 +208,11 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 	}
 	in.LastFailure = f
 	d := Decide(in, f, now, e.jitter)
-	e.endAttempt(tx, c, in, now, f, resultOf(d.Outcome))
+	result := resultOf(d.Outcome)
+	if timedOut {
+		result = AttemptTimedOut
+	}
+	e.endAttempt(tx, c, in, now, f, result)
 	switch d.Outcome {
 	case OutcomeFail:
 		e.appendEvents(tx, w, now,

@@ -173,7 +173,7 @@ func TestObserverHearsAttempts(t *testing.T) {
 		"ended Charge retried after 3s",
 		"started Charge #2 after 500ms",
 		"timed out Charge StartToCloseTimeout",
-		"ended Charge retried after 1m0s",
+		"ended Charge timed_out after 1m0s",
 		"started Charge #3 after 0s",
 		"ended Charge dead_lettered after 0s",
 		"dead-lettered Charge",

@@ -29,21 +29,26 @@ type Observer interface {
 	Synced(took time.Duration)
 }
 
-// AttemptResult is how a running attempt ended, as metrics count it.
+// AttemptResult is how a running attempt ended, as metrics count it: each
+// ended attempt has exactly one.
 type AttemptResult string
 
 const (
 	// AttemptCompleted: the worker reported a result.
 	AttemptCompleted AttemptResult = "completed"
-	// AttemptFailed: the attempt failed and the activity failed for good
-	// (non-retryable).
+	// AttemptFailed: the worker reported a failure and the activity failed
+	// for good (non-retryable).
 	AttemptFailed AttemptResult = "failed"
-	// AttemptRetried: the attempt failed (or its lease ran out) and another
-	// attempt is due after a backoff.
+	// AttemptRetried: the worker reported a failure and another attempt is
+	// due after a backoff.
 	AttemptRetried AttemptResult = "retried"
-	// AttemptDeadLettered: the attempt failed and the activity was
-	// dead-lettered (attempts or budget ran out).
+	// AttemptDeadLettered: the worker reported a failure and the activity
+	// was dead-lettered (attempts or budget ran out).
 	AttemptDeadLettered AttemptResult = "dead_lettered"
+	// AttemptTimedOut: the attempt's lease ran out (start-to-close or
+	// heartbeat timeout, or the schedule-to-close budget cut it short);
+	// whether a retry or a dead letter follows is counted elsewhere.
+	AttemptTimedOut AttemptResult = "timed_out"
 )
 
 // nopObserver is the Observer used when none is given.

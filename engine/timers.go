@@ -114,7 +114,7 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		if why == TimeoutHeartbeat {
 			msg = "no heartbeat within the heartbeat timeout of " + in.GetOptions().GetHeartbeatTimeout().AsDuration().String()
 		}
-		return e.failAttempt(tx, c, a, &durablev1.Failure{Type: why, Message: msg}, now)
+		return e.failAttempt(tx, c, a, &durablev1.Failure{Type: why, Message: msg}, now, true)
 	case ScheduleToStartTimer:
 		if in.GetState() != stateScheduled && in.GetState() != stateRetrying ||
 			in.GetNextAttemptTime().AsTime().Add(in.GetOptions().GetScheduleToStartTimeout().AsDuration()).After(t.Due) {
@@ -148,7 +148,7 @@ func (e *Engine) expire(tx Tx, c *change, a *durablev1.ActivityRecord, now time.
 		Type:    TimeoutScheduleToClose,
 		Message: "the activity's schedule-to-close budget of " + in.GetOptions().GetScheduleToCloseTimeout().AsDuration().String() + " ran out",
 	}
-	e.endAttempt(tx, c, in, now, f, AttemptDeadLettered)
+	e.endAttempt(tx, c, in, now, f, AttemptTimedOut)
 	w, err := tx.GetWorkflow(in.GetWorkflowId())
 	if err != nil {
 		return err

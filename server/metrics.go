@@ -66,8 +66,8 @@ func NewMetrics() *Metrics {
 		),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "durable_activity_attempts_total",
-			Help: "Activity attempts that ended, by activity type and result: completed, failed (for good: non-retryable), retried, dead_lettered.",
-		}, []string{"activity_type", "result"}),
+			Help: "Activity attempts that ended, by activity type and outcome: completed; failed (for good: non-retryable), retried or dead_lettered after a reported failure; timed_out (the lease ran out).",
+		}, []string{"activity_type", "outcome"}),
 		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "durable_activity_timeouts_total",
 			Help: "Activity timeouts that ran out, by activity type and kind: start_to_close, heartbeat, schedule_to_start, schedule_to_close.",
@@ -144,7 +144,7 @@ func (m *Metrics) AttemptStarted(activityType string, attempt int32, waited time
 	}
 }
 
-// AttemptEnded counts the attempt by its result and records its duration.
+// AttemptEnded counts the attempt by its outcome and records its duration.
 func (m *Metrics) AttemptEnded(activityType string, result engine.AttemptResult, took time.Duration) {
 	t := m.types.get(activityType)
 	m.attempts.WithLabelValues(t, string(result)).Inc()

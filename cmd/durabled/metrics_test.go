@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/tinyllm/durable/internal/testdaemon"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -125,24 +127,42 @@ func TestMetricsExposition(t *testing.T) {
 	_, err = svc.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{TaskToken: poll(), Result: []byte(`"ok"`)})
 	must(err)
 
+	// A second activity whose first attempt is left to time out.
+	wt, err = svc.PollWorkflowTask(ctx, &durablev1.PollWorkflowTaskRequest{TaskQueue: "q"})
+	must(err)
+	_, err = svc.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Commands: []*durablev1.Command{{
+		Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: "act-slow", ActivityType: "Ship",
+		ActivityOptions: &durablev1.ActivityOptions{
+			StartToCloseTimeout: durationpb.New(100 * time.Millisecond),
+			RetryPolicy:         &durablev1.RetryPolicy{InitialMs: 1, MaxIntervalMs: 1},
+		},
+	}}})
+	must(err)
+	poll()                                                                                                                    // attempt 1, never reported
+	_, err = svc.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{TaskToken: poll(), Result: []byte(`"ok"`)}) // attempt 2, after the timeout
+	must(err)
+
 	fams = scrape(t, d.MetricsAddr)
 	for _, c := range []struct {
 		name   string
 		labels []string
 		want   float64
 	}{
-		{"durable_activity_attempts_total", []string{"activity_type", "Charge", "result", "retried"}, 1},
-		{"durable_activity_attempts_total", []string{"activity_type", "Charge", "result", "dead_lettered"}, 1},
-		{"durable_activity_attempts_total", []string{"activity_type", "Charge", "result", "completed"}, 1},
+		{"durable_activity_attempts_total", []string{"activity_type", "Charge", "outcome", "retried"}, 1},
+		{"durable_activity_attempts_total", []string{"activity_type", "Charge", "outcome", "dead_lettered"}, 1},
+		{"durable_activity_attempts_total", []string{"activity_type", "Charge", "outcome", "completed"}, 1},
 		{"durable_activity_dead_letters_total", []string{"activity_type", "Charge"}, 1},
 		{"durable_activity_redrives_total", []string{"activity_type", "Charge"}, 1},
 		{"durable_activity_attempt_duration_seconds", []string{"activity_type", "Charge"}, 3},
 		{"durable_activity_schedule_to_start_seconds", []string{"activity_type", "Charge"}, 3},
-		{"durable_activity_retry_lateness_seconds", nil, 1},
+		{"durable_activity_retry_lateness_seconds", nil, 2},
+		{"durable_activity_attempts_total", []string{"activity_type", "Ship", "outcome", "timed_out"}, 1},
+		{"durable_activity_attempts_total", []string{"activity_type", "Ship", "outcome", "completed"}, 1},
+		{"durable_activity_timeouts_total", []string{"activity_type", "Ship", "kind", "start_to_close"}, 1},
 		{"durable_dead_letters", nil, 0},
 		{"durable_grpc_server_handled_total", []string{"grpc_method", "RedriveDeadLetter", "grpc_code", "OK"}, 1},
 		{"durable_grpc_server_handled_total", []string{"grpc_method", "FailActivityTask", "grpc_code", "OK"}, 2},
-		{"durable_grpc_server_handled_total", []string{"grpc_method", "CompleteActivityTask", "grpc_code", "OK"}, 1},
+		{"durable_grpc_server_handled_total", []string{"grpc_method", "CompleteActivityTask", "grpc_code", "OK"}, 2},
 	} {
 		if got := value(t, fams, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)

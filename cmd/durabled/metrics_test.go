@@ -12,7 +12,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tinyllm/durable/internal/testdaemon"

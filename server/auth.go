@@ -128,16 +128,23 @@ var methodAccess = map[string]access{
 	durablev1.Durable_RecordHeartbeat_FullMethodName:      accessWorker,
 	durablev1.Durable_StartWorkflow_FullMethodName:        accessWorker,
 
-	durablev1.Durable_DescribeWorkflow_FullMethodName:   accessRead,
-	durablev1.Durable_GetWorkflowHistory_FullMethodName: accessRead,
-	durablev1.Durable_ListWorkflows_FullMethodName:      accessRead,
-	durablev1.Durable_ListDeadLetters_FullMethodName:    accessRead,
-	durablev1.Durable_ListActivityStats_FullMethodName:  accessRead,
-	durablev1.Durable_Watch_FullMethodName:              accessRead,
-	durablev1.Durable_ListAuditRecords_FullMethodName:   accessRead,
+	durablev1.Durable_DescribeWorkflow_FullMethodName:    accessRead,
+	durablev1.Durable_GetWorkflowHistory_FullMethodName:  accessRead,
+	durablev1.Durable_ListWorkflows_FullMethodName:       accessRead,
+	durablev1.Durable_ListDeadLetters_FullMethodName:     accessRead,
+	durablev1.Durable_ListActivityStats_FullMethodName:   accessRead,
+	durablev1.Durable_Watch_FullMethodName:               accessRead,
+	durablev1.Durable_ListAuditRecords_FullMethodName:    accessRead,
+	durablev1.Durable_DescribeOperation_FullMethodName:   accessRead,
+	durablev1.Durable_ListOperations_FullMethodName:      accessRead,
+	durablev1.Durable_ListPolicyOverrides_FullMethodName: accessRead,
+	durablev1.Durable_ListActivities_FullMethodName:      accessRead,
 
-	durablev1.Durable_RedriveDeadLetter_FullMethodName:  accessOperate,
-	durablev1.Durable_RedriveDeadLetters_FullMethodName: accessOperate,
+	durablev1.Durable_RedriveDeadLetter_FullMethodName:   accessOperate,
+	durablev1.Durable_RedriveDeadLetters_FullMethodName:  accessOperate,
+	durablev1.Durable_CancelOperation_FullMethodName:     accessOperate,
+	durablev1.Durable_SetPolicyOverride_FullMethodName:   accessOperate,
+	durablev1.Durable_ClearPolicyOverride_FullMethodName: accessOperate,
 }
 
 // accessOf is who may call method, services outside Durable included.

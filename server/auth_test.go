@@ -171,6 +171,34 @@ func TestRolesTable(t *testing.T) {
 			_, err := c.RedriveDeadLetter(ctx, &durablev1.RedriveDeadLetterRequest{WorkflowId: "none", ActivityId: "1"})
 			return err
 		}},
+		"DescribeOperation": {"reader operator", func(ctx context.Context) error {
+			_, err := c.DescribeOperation(ctx, &durablev1.DescribeOperationRequest{Id: "op-0"})
+			return err
+		}},
+		"ListOperations": {"reader operator", func(ctx context.Context) error {
+			_, err := c.ListOperations(ctx, &durablev1.ListOperationsRequest{})
+			return err
+		}},
+		"ListPolicyOverrides": {"reader operator", func(ctx context.Context) error {
+			_, err := c.ListPolicyOverrides(ctx, &durablev1.ListPolicyOverridesRequest{})
+			return err
+		}},
+		"ListActivities": {"reader operator", func(ctx context.Context) error {
+			_, err := c.ListActivities(ctx, &durablev1.ListActivitiesRequest{})
+			return err
+		}},
+		"CancelOperation": {"operator", func(ctx context.Context) error {
+			_, err := c.CancelOperation(ctx, &durablev1.CancelOperationRequest{Id: "op-0"})
+			return err
+		}},
+		"SetPolicyOverride": {"operator", func(ctx context.Context) error {
+			_, err := c.SetPolicyOverride(ctx, &durablev1.SetPolicyOverrideRequest{ActivityType: "roles-none"})
+			return err
+		}},
+		"ClearPolicyOverride": {"operator", func(ctx context.Context) error {
+			_, err := c.ClearPolicyOverride(ctx, &durablev1.ClearPolicyOverrideRequest{ActivityType: "roles-none"})
+			return err
+		}},
 		"RedriveDeadLetters": {"operator", func(ctx context.Context) error {
 			_, err := c.RedriveDeadLetters(ctx, &durablev1.RedriveDeadLettersRequest{Activities: []*durablev1.ActivityRef{{WorkflowId: "none", ActivityId: "1"}}})
 			return err

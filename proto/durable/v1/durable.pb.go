@@ -288,6 +288,62 @@ func (CommandType) EnumDescriptor() ([]byte, []int) {
 	return file_durable_v1_durable_proto_rawDescGZIP(), []int{3}
 }
 
+// OperationState is where an operation is in its life.
+type OperationState int32
+
+const (
+	OperationState_OPERATION_STATE_UNSPECIFIED OperationState = 0
+	// Running: releasing its letters at its rate.
+	OperationState_OPERATION_STATE_RUNNING OperationState = 1
+	// Completed: every matched letter was released or skipped.
+	OperationState_OPERATION_STATE_COMPLETED OperationState = 2
+	// Cancelled: stopped by CancelOperation; what it released stays released.
+	OperationState_OPERATION_STATE_CANCELLED OperationState = 3
+)
+
+// Enum value maps for OperationState.
+var (
+	OperationState_name = map[int32]string{
+		0: "OPERATION_STATE_UNSPECIFIED",
+		1: "OPERATION_STATE_RUNNING",
+		2: "OPERATION_STATE_COMPLETED",
+		3: "OPERATION_STATE_CANCELLED",
+	}
+	OperationState_value = map[string]int32{
+		"OPERATION_STATE_UNSPECIFIED": 0,
+		"OPERATION_STATE_RUNNING":     1,
+		"OPERATION_STATE_COMPLETED":   2,
+		"OPERATION_STATE_CANCELLED":   3,
+	}
+)
+
+func (x OperationState) Enum() *OperationState {
+	p := new(OperationState)
+	*p = x
+	return p
+}
+
+func (x OperationState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OperationState) Descriptor() protoreflect.EnumDescriptor {
+	return file_durable_v1_durable_proto_enumTypes[4].Descriptor()
+}
+
+func (OperationState) Type() protoreflect.EnumType {
+	return &file_durable_v1_durable_proto_enumTypes[4]
+}
+
+func (x OperationState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OperationState.Descriptor instead.
+func (OperationState) EnumDescriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{4}
+}
+
 // WatchEventKind says what a WatchEvent carries.
 type WatchEventKind int32
 
@@ -333,11 +389,11 @@ func (x WatchEventKind) String() string {
 }
 
 func (WatchEventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_durable_v1_durable_proto_enumTypes[4].Descriptor()
+	return file_durable_v1_durable_proto_enumTypes[5].Descriptor()
 }
 
 func (WatchEventKind) Type() protoreflect.EnumType {
-	return &file_durable_v1_durable_proto_enumTypes[4]
+	return &file_durable_v1_durable_proto_enumTypes[5]
 }
 
 func (x WatchEventKind) Number() protoreflect.EnumNumber {
@@ -346,7 +402,7 @@ func (x WatchEventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchEventKind.Descriptor instead.
 func (WatchEventKind) EnumDescriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{4}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{5}
 }
 
 // Empty is the reply of calls that only succeed or fail.
@@ -664,8 +720,12 @@ type HistoryEvent struct {
 	ScheduledEventId int64 `protobuf:"varint,16,opt,name=scheduled_event_id,json=scheduledEventId,proto3" json:"scheduled_event_id,omitempty"`
 	// ActivityRedriven: the authenticated principal who redrove it ("local"
 	// when durabled runs without --auth) and the reason they gave.
-	Principal     string `protobuf:"bytes,17,opt,name=principal,proto3" json:"principal,omitempty"`
-	Reason        string `protobuf:"bytes,18,opt,name=reason,proto3" json:"reason,omitempty"`
+	Principal string `protobuf:"bytes,17,opt,name=principal,proto3" json:"principal,omitempty"`
+	Reason    string `protobuf:"bytes,18,opt,name=reason,proto3" json:"reason,omitempty"`
+	// ActivityRedriven: the options changed with the redrive, if any.
+	Edit *OptionsPatch `protobuf:"bytes,19,opt,name=edit,proto3" json:"edit,omitempty"`
+	// ActivityRedriven: the redrive operation that released it, if any.
+	OperationId   string `protobuf:"bytes,20,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -822,6 +882,20 @@ func (x *HistoryEvent) GetPrincipal() string {
 func (x *HistoryEvent) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *HistoryEvent) GetEdit() *OptionsPatch {
+	if x != nil {
+		return x.Edit
+	}
+	return nil
+}
+
+func (x *HistoryEvent) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
 	}
 	return ""
 }
@@ -1067,9 +1141,22 @@ type PendingActivity struct {
 	// Dead-lettered: when.
 	DeadLetteredTime *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=dead_lettered_time,json=deadLetteredTime,proto3" json:"dead_lettered_time,omitempty"`
 	// How many times this activity has been redriven.
-	Redrives      int32 `protobuf:"varint,22,opt,name=redrives,proto3" json:"redrives,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Redrives int32 `protobuf:"varint,22,opt,name=redrives,proto3" json:"redrives,omitempty"`
+	// The options the next decision uses: options with the policy override
+	// of its type (and task queue) applied. max_attempts above is in force too.
+	OptionsInForce *ActivityOptions `protobuf:"bytes,23,opt,name=options_in_force,json=optionsInForce,proto3" json:"options_in_force,omitempty"`
+	// The fields of options_in_force an override sets, as paths such as
+	// "retry_policy.max_attempts" or "start_to_close_timeout"; every other
+	// field comes from the code (or the daemon's defaults).
+	OverriddenFields []string `protobuf:"bytes,24,rep,name=overridden_fields,json=overriddenFields,proto3" json:"overridden_fields,omitempty"`
+	// The fingerprint of last_failure: its type and its message with numbers,
+	// ids, hex and quoted values normalised, so that failures that differ only
+	// in such details group together.
+	FailureFingerprint string `protobuf:"bytes,25,opt,name=failure_fingerprint,json=failureFingerprint,proto3" json:"failure_fingerprint,omitempty"`
+	// The redrive operation that last released it, if any.
+	RedrivenByOperation string `protobuf:"bytes,26,opt,name=redriven_by_operation,json=redrivenByOperation,proto3" json:"redriven_by_operation,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *PendingActivity) Reset() {
@@ -1256,6 +1343,99 @@ func (x *PendingActivity) GetRedrives() int32 {
 	return 0
 }
 
+func (x *PendingActivity) GetOptionsInForce() *ActivityOptions {
+	if x != nil {
+		return x.OptionsInForce
+	}
+	return nil
+}
+
+func (x *PendingActivity) GetOverriddenFields() []string {
+	if x != nil {
+		return x.OverriddenFields
+	}
+	return nil
+}
+
+func (x *PendingActivity) GetFailureFingerprint() string {
+	if x != nil {
+		return x.FailureFingerprint
+	}
+	return ""
+}
+
+func (x *PendingActivity) GetRedrivenByOperation() string {
+	if x != nil {
+		return x.RedrivenByOperation
+	}
+	return ""
+}
+
+// FinishedActivity is an activity that completed or failed (or whose
+// workflow closed while it was pending), kept with its whole attempt trail
+// for the daemon's --attempt-retention.
+type FinishedActivity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The activity as it ended, every attempt included.
+	Activity *PendingActivity `protobuf:"bytes,1,opt,name=activity,proto3" json:"activity,omitempty"`
+	// "completed", "failed" or "workflow_closed".
+	Outcome       string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	FinishedTime  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=finished_time,json=finishedTime,proto3" json:"finished_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishedActivity) Reset() {
+	*x = FinishedActivity{}
+	mi := &file_durable_v1_durable_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishedActivity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishedActivity) ProtoMessage() {}
+
+func (x *FinishedActivity) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishedActivity.ProtoReflect.Descriptor instead.
+func (*FinishedActivity) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FinishedActivity) GetActivity() *PendingActivity {
+	if x != nil {
+		return x.Activity
+	}
+	return nil
+}
+
+func (x *FinishedActivity) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *FinishedActivity) GetFinishedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedTime
+	}
+	return nil
+}
+
 // TaskToken identifies one lease. It is the body of the task token a worker
 // receives: on the wire the daemon seals it with a MAC under its own key and
 // binds it to the principal that leased it, so workers treat the token as
@@ -1274,7 +1454,7 @@ type TaskToken struct {
 
 func (x *TaskToken) Reset() {
 	*x = TaskToken{}
-	mi := &file_durable_v1_durable_proto_msgTypes[8]
+	mi := &file_durable_v1_durable_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1466,7 @@ func (x *TaskToken) String() string {
 func (*TaskToken) ProtoMessage() {}
 
 func (x *TaskToken) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[8]
+	mi := &file_durable_v1_durable_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1479,7 @@ func (x *TaskToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskToken.ProtoReflect.Descriptor instead.
 func (*TaskToken) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{8}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TaskToken) GetWorkflowId() string {
@@ -1340,7 +1520,7 @@ type PollWorkflowTaskRequest struct {
 
 func (x *PollWorkflowTaskRequest) Reset() {
 	*x = PollWorkflowTaskRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[9]
+	mi := &file_durable_v1_durable_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1532,7 @@ func (x *PollWorkflowTaskRequest) String() string {
 func (*PollWorkflowTaskRequest) ProtoMessage() {}
 
 func (x *PollWorkflowTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[9]
+	mi := &file_durable_v1_durable_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1545,7 @@ func (x *PollWorkflowTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollWorkflowTaskRequest.ProtoReflect.Descriptor instead.
 func (*PollWorkflowTaskRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{9}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PollWorkflowTaskRequest) GetTaskQueue() string {
@@ -1396,7 +1576,7 @@ type PollWorkflowTaskResponse struct {
 
 func (x *PollWorkflowTaskResponse) Reset() {
 	*x = PollWorkflowTaskResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[10]
+	mi := &file_durable_v1_durable_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1588,7 @@ func (x *PollWorkflowTaskResponse) String() string {
 func (*PollWorkflowTaskResponse) ProtoMessage() {}
 
 func (x *PollWorkflowTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[10]
+	mi := &file_durable_v1_durable_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1601,7 @@ func (x *PollWorkflowTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollWorkflowTaskResponse.ProtoReflect.Descriptor instead.
 func (*PollWorkflowTaskResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{10}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PollWorkflowTaskResponse) GetTaskToken() []byte {
@@ -1482,7 +1662,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_durable_v1_durable_proto_msgTypes[11]
+	mi := &file_durable_v1_durable_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1674,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[11]
+	mi := &file_durable_v1_durable_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1687,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{11}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Command) GetType() CommandType {
@@ -1584,7 +1764,7 @@ type CompleteWorkflowTaskRequest struct {
 
 func (x *CompleteWorkflowTaskRequest) Reset() {
 	*x = CompleteWorkflowTaskRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[12]
+	mi := &file_durable_v1_durable_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1776,7 @@ func (x *CompleteWorkflowTaskRequest) String() string {
 func (*CompleteWorkflowTaskRequest) ProtoMessage() {}
 
 func (x *CompleteWorkflowTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[12]
+	mi := &file_durable_v1_durable_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1789,7 @@ func (x *CompleteWorkflowTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteWorkflowTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteWorkflowTaskRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{12}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CompleteWorkflowTaskRequest) GetTaskToken() []byte {
@@ -1634,17 +1814,20 @@ func (x *CompleteWorkflowTaskRequest) GetCommands() []*Command {
 }
 
 type FailWorkflowTaskRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskToken     []byte                 `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
-	Identity      string                 `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"`
-	Failure       *Failure               `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TaskToken []byte                 `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
+	Identity  string                 `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"`
+	// A non-retryable failure (commands the daemon refused, which the same
+	// code would produce again) fails the workflow with it; any other is
+	// retried with backoff.
+	Failure       *Failure `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FailWorkflowTaskRequest) Reset() {
 	*x = FailWorkflowTaskRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[13]
+	mi := &file_durable_v1_durable_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1839,7 @@ func (x *FailWorkflowTaskRequest) String() string {
 func (*FailWorkflowTaskRequest) ProtoMessage() {}
 
 func (x *FailWorkflowTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[13]
+	mi := &file_durable_v1_durable_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1852,7 @@ func (x *FailWorkflowTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailWorkflowTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailWorkflowTaskRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{13}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FailWorkflowTaskRequest) GetTaskToken() []byte {
@@ -1705,7 +1888,7 @@ type PollActivityTaskRequest struct {
 
 func (x *PollActivityTaskRequest) Reset() {
 	*x = PollActivityTaskRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[14]
+	mi := &file_durable_v1_durable_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1900,7 @@ func (x *PollActivityTaskRequest) String() string {
 func (*PollActivityTaskRequest) ProtoMessage() {}
 
 func (x *PollActivityTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[14]
+	mi := &file_durable_v1_durable_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1913,7 @@ func (x *PollActivityTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollActivityTaskRequest.ProtoReflect.Descriptor instead.
 func (*PollActivityTaskRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{14}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PollActivityTaskRequest) GetTaskQueue() string {
@@ -1780,7 +1963,7 @@ type ActivityTask struct {
 
 func (x *ActivityTask) Reset() {
 	*x = ActivityTask{}
-	mi := &file_durable_v1_durable_proto_msgTypes[15]
+	mi := &file_durable_v1_durable_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1975,7 @@ func (x *ActivityTask) String() string {
 func (*ActivityTask) ProtoMessage() {}
 
 func (x *ActivityTask) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[15]
+	mi := &file_durable_v1_durable_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1988,7 @@ func (x *ActivityTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityTask.ProtoReflect.Descriptor instead.
 func (*ActivityTask) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{15}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ActivityTask) GetTaskToken() []byte {
@@ -1923,7 +2106,7 @@ type PollActivityTaskResponse struct {
 
 func (x *PollActivityTaskResponse) Reset() {
 	*x = PollActivityTaskResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[16]
+	mi := &file_durable_v1_durable_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2118,7 @@ func (x *PollActivityTaskResponse) String() string {
 func (*PollActivityTaskResponse) ProtoMessage() {}
 
 func (x *PollActivityTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[16]
+	mi := &file_durable_v1_durable_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2131,7 @@ func (x *PollActivityTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollActivityTaskResponse.ProtoReflect.Descriptor instead.
 func (*PollActivityTaskResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{16}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PollActivityTaskResponse) GetTasks() []*ActivityTask {
@@ -1969,7 +2152,7 @@ type CompleteActivityTaskRequest struct {
 
 func (x *CompleteActivityTaskRequest) Reset() {
 	*x = CompleteActivityTaskRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[17]
+	mi := &file_durable_v1_durable_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2164,7 @@ func (x *CompleteActivityTaskRequest) String() string {
 func (*CompleteActivityTaskRequest) ProtoMessage() {}
 
 func (x *CompleteActivityTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[17]
+	mi := &file_durable_v1_durable_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2177,7 @@ func (x *CompleteActivityTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteActivityTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteActivityTaskRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{17}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CompleteActivityTaskRequest) GetTaskToken() []byte {
@@ -2029,7 +2212,7 @@ type FailActivityRequest struct {
 
 func (x *FailActivityRequest) Reset() {
 	*x = FailActivityRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[18]
+	mi := &file_durable_v1_durable_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2224,7 @@ func (x *FailActivityRequest) String() string {
 func (*FailActivityRequest) ProtoMessage() {}
 
 func (x *FailActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[18]
+	mi := &file_durable_v1_durable_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2237,7 @@ func (x *FailActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailActivityRequest.ProtoReflect.Descriptor instead.
 func (*FailActivityRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{18}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FailActivityRequest) GetTaskToken() []byte {
@@ -2089,7 +2272,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[19]
+	mi := &file_durable_v1_durable_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2284,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[19]
+	mi := &file_durable_v1_durable_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2297,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{19}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeartbeatRequest) GetTaskToken() []byte {
@@ -2148,7 +2331,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[20]
+	mi := &file_durable_v1_durable_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2343,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[20]
+	mi := &file_durable_v1_durable_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2356,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{20}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -2195,7 +2378,7 @@ type StartWorkflowRequest struct {
 
 func (x *StartWorkflowRequest) Reset() {
 	*x = StartWorkflowRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[21]
+	mi := &file_durable_v1_durable_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2390,7 @@ func (x *StartWorkflowRequest) String() string {
 func (*StartWorkflowRequest) ProtoMessage() {}
 
 func (x *StartWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[21]
+	mi := &file_durable_v1_durable_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2403,7 @@ func (x *StartWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*StartWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{21}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StartWorkflowRequest) GetWorkflowId() string {
@@ -2260,7 +2443,7 @@ type StartWorkflowResponse struct {
 
 func (x *StartWorkflowResponse) Reset() {
 	*x = StartWorkflowResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[22]
+	mi := &file_durable_v1_durable_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2455,7 @@ func (x *StartWorkflowResponse) String() string {
 func (*StartWorkflowResponse) ProtoMessage() {}
 
 func (x *StartWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[22]
+	mi := &file_durable_v1_durable_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2468,7 @@ func (x *StartWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*StartWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{22}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StartWorkflowResponse) GetWorkflowId() string {
@@ -2306,7 +2489,7 @@ type DescribeWorkflowRequest struct {
 
 func (x *DescribeWorkflowRequest) Reset() {
 	*x = DescribeWorkflowRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[23]
+	mi := &file_durable_v1_durable_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2501,7 @@ func (x *DescribeWorkflowRequest) String() string {
 func (*DescribeWorkflowRequest) ProtoMessage() {}
 
 func (x *DescribeWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[23]
+	mi := &file_durable_v1_durable_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2514,7 @@ func (x *DescribeWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*DescribeWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{23}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeWorkflowRequest) GetWorkflowId() string {
@@ -2352,13 +2535,15 @@ type DescribeWorkflowResponse struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Workflow          *WorkflowInfo          `protobuf:"bytes,1,opt,name=workflow,proto3" json:"workflow,omitempty"`
 	PendingActivities []*PendingActivity     `protobuf:"bytes,2,rep,name=pending_activities,json=pendingActivities,proto3" json:"pending_activities,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Activities that finished within the attempt retention, oldest first.
+	FinishedActivities []*FinishedActivity `protobuf:"bytes,3,rep,name=finished_activities,json=finishedActivities,proto3" json:"finished_activities,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *DescribeWorkflowResponse) Reset() {
 	*x = DescribeWorkflowResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[24]
+	mi := &file_durable_v1_durable_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2555,7 @@ func (x *DescribeWorkflowResponse) String() string {
 func (*DescribeWorkflowResponse) ProtoMessage() {}
 
 func (x *DescribeWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[24]
+	mi := &file_durable_v1_durable_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2568,7 @@ func (x *DescribeWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*DescribeWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{24}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeWorkflowResponse) GetWorkflow() *WorkflowInfo {
@@ -2400,6 +2585,13 @@ func (x *DescribeWorkflowResponse) GetPendingActivities() []*PendingActivity {
 	return nil
 }
 
+func (x *DescribeWorkflowResponse) GetFinishedActivities() []*FinishedActivity {
+	if x != nil {
+		return x.FinishedActivities
+	}
+	return nil
+}
+
 type GetWorkflowHistoryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	WorkflowId    string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
@@ -2409,7 +2601,7 @@ type GetWorkflowHistoryRequest struct {
 
 func (x *GetWorkflowHistoryRequest) Reset() {
 	*x = GetWorkflowHistoryRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[25]
+	mi := &file_durable_v1_durable_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2613,7 @@ func (x *GetWorkflowHistoryRequest) String() string {
 func (*GetWorkflowHistoryRequest) ProtoMessage() {}
 
 func (x *GetWorkflowHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[25]
+	mi := &file_durable_v1_durable_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2626,7 @@ func (x *GetWorkflowHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkflowHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkflowHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{25}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetWorkflowHistoryRequest) GetWorkflowId() string {
@@ -2453,7 +2645,7 @@ type GetWorkflowHistoryResponse struct {
 
 func (x *GetWorkflowHistoryResponse) Reset() {
 	*x = GetWorkflowHistoryResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[26]
+	mi := &file_durable_v1_durable_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2657,7 @@ func (x *GetWorkflowHistoryResponse) String() string {
 func (*GetWorkflowHistoryResponse) ProtoMessage() {}
 
 func (x *GetWorkflowHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[26]
+	mi := &file_durable_v1_durable_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2670,7 @@ func (x *GetWorkflowHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkflowHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetWorkflowHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{26}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetWorkflowHistoryResponse) GetEvents() []*HistoryEvent {
@@ -2500,7 +2692,7 @@ type ListWorkflowsRequest struct {
 
 func (x *ListWorkflowsRequest) Reset() {
 	*x = ListWorkflowsRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[27]
+	mi := &file_durable_v1_durable_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2704,7 @@ func (x *ListWorkflowsRequest) String() string {
 func (*ListWorkflowsRequest) ProtoMessage() {}
 
 func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[27]
+	mi := &file_durable_v1_durable_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2717,7 @@ func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{27}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListWorkflowsRequest) GetStatus() WorkflowStatus {
@@ -2559,7 +2751,7 @@ type ListWorkflowsResponse struct {
 
 func (x *ListWorkflowsResponse) Reset() {
 	*x = ListWorkflowsResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[28]
+	mi := &file_durable_v1_durable_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2763,7 @@ func (x *ListWorkflowsResponse) String() string {
 func (*ListWorkflowsResponse) ProtoMessage() {}
 
 func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[28]
+	mi := &file_durable_v1_durable_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2776,7 @@ func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{28}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListWorkflowsResponse) GetWorkflows() []*WorkflowInfo {
@@ -2604,18 +2796,21 @@ func (x *ListWorkflowsResponse) GetNextPageToken() []byte {
 type ListDeadLettersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Filters; empty means any.
-	WorkflowId    string `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
-	ActivityType  string `protobuf:"bytes,2,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
-	FailureType   string `protobuf:"bytes,3,opt,name=failure_type,json=failureType,proto3" json:"failure_type,omitempty"`
-	PageSize      int32  `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	NextPageToken []byte `protobuf:"bytes,5,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	WorkflowId         string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	ActivityType       string                 `protobuf:"bytes,2,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
+	FailureType        string                 `protobuf:"bytes,3,opt,name=failure_type,json=failureType,proto3" json:"failure_type,omitempty"`
+	PageSize           int32                  `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	NextPageToken      []byte                 `protobuf:"bytes,5,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	FailureFingerprint string                 `protobuf:"bytes,6,opt,name=failure_fingerprint,json=failureFingerprint,proto3" json:"failure_fingerprint,omitempty"`
+	DeadLetteredAfter  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=dead_lettered_after,json=deadLetteredAfter,proto3" json:"dead_lettered_after,omitempty"`
+	DeadLetteredBefore *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=dead_lettered_before,json=deadLetteredBefore,proto3" json:"dead_lettered_before,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[29]
+	mi := &file_durable_v1_durable_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2822,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[29]
+	mi := &file_durable_v1_durable_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2835,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{29}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListDeadLettersRequest) GetWorkflowId() string {
@@ -2678,6 +2873,27 @@ func (x *ListDeadLettersRequest) GetNextPageToken() []byte {
 	return nil
 }
 
+func (x *ListDeadLettersRequest) GetFailureFingerprint() string {
+	if x != nil {
+		return x.FailureFingerprint
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetDeadLetteredAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeadLetteredAfter
+	}
+	return nil
+}
+
+func (x *ListDeadLettersRequest) GetDeadLetteredBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeadLetteredBefore
+	}
+	return nil
+}
+
 type ListDeadLettersResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DeadLetters   []*PendingActivity     `protobuf:"bytes,1,rep,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
@@ -2688,7 +2904,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[30]
+	mi := &file_durable_v1_durable_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2916,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[30]
+	mi := &file_durable_v1_durable_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2929,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{30}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*PendingActivity {
@@ -2735,14 +2951,17 @@ type RedriveDeadLetterRequest struct {
 	WorkflowId string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
 	ActivityId string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
 	// Why, for the audit log and the ActivityRedriven event; may be empty.
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Options to change as the letter goes back (edit then redrive),
+	// validated like a schedule; recorded in history and the audit log.
+	Edit          *OptionsPatch `protobuf:"bytes,4,opt,name=edit,proto3" json:"edit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RedriveDeadLetterRequest) Reset() {
 	*x = RedriveDeadLetterRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[31]
+	mi := &file_durable_v1_durable_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +2973,7 @@ func (x *RedriveDeadLetterRequest) String() string {
 func (*RedriveDeadLetterRequest) ProtoMessage() {}
 
 func (x *RedriveDeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[31]
+	mi := &file_durable_v1_durable_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +2986,7 @@ func (x *RedriveDeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{31}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RedriveDeadLetterRequest) GetWorkflowId() string {
@@ -2791,6 +3010,13 @@ func (x *RedriveDeadLetterRequest) GetReason() string {
 	return ""
 }
 
+func (x *RedriveDeadLetterRequest) GetEdit() *OptionsPatch {
+	if x != nil {
+		return x.Edit
+	}
+	return nil
+}
+
 type RedriveDeadLetterResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Activity *PendingActivity       `protobuf:"bytes,1,opt,name=activity,proto3" json:"activity,omitempty"`
@@ -2802,7 +3028,7 @@ type RedriveDeadLetterResponse struct {
 
 func (x *RedriveDeadLetterResponse) Reset() {
 	*x = RedriveDeadLetterResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[32]
+	mi := &file_durable_v1_durable_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +3040,7 @@ func (x *RedriveDeadLetterResponse) String() string {
 func (*RedriveDeadLetterResponse) ProtoMessage() {}
 
 func (x *RedriveDeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[32]
+	mi := &file_durable_v1_durable_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +3053,7 @@ func (x *RedriveDeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{32}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RedriveDeadLetterResponse) GetActivity() *PendingActivity {
@@ -2850,14 +3076,20 @@ type DeadLetterFilter struct {
 	WorkflowId   string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
 	ActivityType string                 `protobuf:"bytes,2,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
 	// The type of the failure that dead-lettered the activity, matched exactly.
-	FailureType   string `protobuf:"bytes,3,opt,name=failure_type,json=failureType,proto3" json:"failure_type,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FailureType string `protobuf:"bytes,3,opt,name=failure_type,json=failureType,proto3" json:"failure_type,omitempty"`
+	// The failure's fingerprint (PendingActivity.failure_fingerprint).
+	FailureFingerprint string `protobuf:"bytes,4,opt,name=failure_fingerprint,json=failureFingerprint,proto3" json:"failure_fingerprint,omitempty"`
+	// Dead-lettered at or after this time.
+	DeadLetteredAfter *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=dead_lettered_after,json=deadLetteredAfter,proto3" json:"dead_lettered_after,omitempty"`
+	// Dead-lettered before this time.
+	DeadLetteredBefore *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=dead_lettered_before,json=deadLetteredBefore,proto3" json:"dead_lettered_before,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *DeadLetterFilter) Reset() {
 	*x = DeadLetterFilter{}
-	mi := &file_durable_v1_durable_proto_msgTypes[33]
+	mi := &file_durable_v1_durable_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +3101,7 @@ func (x *DeadLetterFilter) String() string {
 func (*DeadLetterFilter) ProtoMessage() {}
 
 func (x *DeadLetterFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[33]
+	mi := &file_durable_v1_durable_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +3114,7 @@ func (x *DeadLetterFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterFilter.ProtoReflect.Descriptor instead.
 func (*DeadLetterFilter) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{33}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeadLetterFilter) GetWorkflowId() string {
@@ -2906,24 +3138,198 @@ func (x *DeadLetterFilter) GetFailureType() string {
 	return ""
 }
 
+func (x *DeadLetterFilter) GetFailureFingerprint() string {
+	if x != nil {
+		return x.FailureFingerprint
+	}
+	return ""
+}
+
+func (x *DeadLetterFilter) GetDeadLetteredAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeadLetteredAfter
+	}
+	return nil
+}
+
+func (x *DeadLetterFilter) GetDeadLetteredBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeadLetteredBefore
+	}
+	return nil
+}
+
+// OptionsPatch names activity options to replace; a field that is not set is
+// left as it is.
+type OptionsPatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InitialMs     *int64                 `protobuf:"varint,1,opt,name=initial_ms,json=initialMs,proto3,oneof" json:"initial_ms,omitempty"`
+	Backoff       *float64               `protobuf:"fixed64,2,opt,name=backoff,proto3,oneof" json:"backoff,omitempty"`
+	MaxIntervalMs *int64                 `protobuf:"varint,3,opt,name=max_interval_ms,json=maxIntervalMs,proto3,oneof" json:"max_interval_ms,omitempty"`
+	MaxAttempts   *int32                 `protobuf:"varint,4,opt,name=max_attempts,json=maxAttempts,proto3,oneof" json:"max_attempts,omitempty"`
+	// Replaces the non-retryable failure types when set; an empty list clears
+	// them.
+	NonRetryable           *StringList          `protobuf:"bytes,5,opt,name=non_retryable,json=nonRetryable,proto3" json:"non_retryable,omitempty"`
+	StartToCloseTimeout    *durationpb.Duration `protobuf:"bytes,6,opt,name=start_to_close_timeout,json=startToCloseTimeout,proto3" json:"start_to_close_timeout,omitempty"`
+	HeartbeatTimeout       *durationpb.Duration `protobuf:"bytes,7,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
+	ScheduleToCloseTimeout *durationpb.Duration `protobuf:"bytes,8,opt,name=schedule_to_close_timeout,json=scheduleToCloseTimeout,proto3" json:"schedule_to_close_timeout,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *OptionsPatch) Reset() {
+	*x = OptionsPatch{}
+	mi := &file_durable_v1_durable_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OptionsPatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OptionsPatch) ProtoMessage() {}
+
+func (x *OptionsPatch) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OptionsPatch.ProtoReflect.Descriptor instead.
+func (*OptionsPatch) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *OptionsPatch) GetInitialMs() int64 {
+	if x != nil && x.InitialMs != nil {
+		return *x.InitialMs
+	}
+	return 0
+}
+
+func (x *OptionsPatch) GetBackoff() float64 {
+	if x != nil && x.Backoff != nil {
+		return *x.Backoff
+	}
+	return 0
+}
+
+func (x *OptionsPatch) GetMaxIntervalMs() int64 {
+	if x != nil && x.MaxIntervalMs != nil {
+		return *x.MaxIntervalMs
+	}
+	return 0
+}
+
+func (x *OptionsPatch) GetMaxAttempts() int32 {
+	if x != nil && x.MaxAttempts != nil {
+		return *x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *OptionsPatch) GetNonRetryable() *StringList {
+	if x != nil {
+		return x.NonRetryable
+	}
+	return nil
+}
+
+func (x *OptionsPatch) GetStartToCloseTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.StartToCloseTimeout
+	}
+	return nil
+}
+
+func (x *OptionsPatch) GetHeartbeatTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatTimeout
+	}
+	return nil
+}
+
+func (x *OptionsPatch) GetScheduleToCloseTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.ScheduleToCloseTimeout
+	}
+	return nil
+}
+
+// StringList is a list whose presence means something.
+type StringList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        []string               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StringList) Reset() {
+	*x = StringList{}
+	mi := &file_durable_v1_durable_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StringList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StringList) ProtoMessage() {}
+
+func (x *StringList) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StringList.ProtoReflect.Descriptor instead.
+func (*StringList) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *StringList) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 type RedriveDeadLettersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The letters matching this filter when the call starts (an empty filter
-	// matches every letter). Not together with activities.
+	// The letters matching this filter when the operation starts (an empty
+	// filter matches every letter). Not together with activities.
 	Filter *DeadLetterFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
 	// Exactly these letters, instead of a filter.
 	Activities []*ActivityRef `protobuf:"bytes,2,rep,name=activities,proto3" json:"activities,omitempty"`
 	// Letters released per second; 0 means 50.
 	Rate float64 `protobuf:"fixed64,3,opt,name=rate,proto3" json:"rate,omitempty"`
 	// Why, for the audit log and each ActivityRedriven event; may be empty.
-	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Only say what would match; start nothing.
+	DryRun bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Options to change on every letter as it goes back.
+	Edit          *OptionsPatch `protobuf:"bytes,6,opt,name=edit,proto3" json:"edit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RedriveDeadLettersRequest) Reset() {
 	*x = RedriveDeadLettersRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[34]
+	mi := &file_durable_v1_durable_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2935,7 +3341,7 @@ func (x *RedriveDeadLettersRequest) String() string {
 func (*RedriveDeadLettersRequest) ProtoMessage() {}
 
 func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[34]
+	mi := &file_durable_v1_durable_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2948,7 +3354,7 @@ func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{34}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RedriveDeadLettersRequest) GetFilter() *DeadLetterFilter {
@@ -2979,27 +3385,42 @@ func (x *RedriveDeadLettersRequest) GetReason() string {
 	return ""
 }
 
+func (x *RedriveDeadLettersRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RedriveDeadLettersRequest) GetEdit() *OptionsPatch {
+	if x != nil {
+		return x.Edit
+	}
+	return nil
+}
+
 type RedriveDeadLettersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How many letters the filter or the list selected.
 	Matched int64 `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
-	// The letters put back, in the order they were released; the first
-	// 10,000 of them (count says how many in all).
+	// The letters put back so far, the first 10,000 (the synchronous redrive
+	// of the last version; an operation reports its progress instead).
 	Redriven []*ActivityRef `protobuf:"bytes,2,rep,name=redriven,proto3" json:"redriven,omitempty"`
-	// Selected letters that were no longer dead-lettered when their turn came
-	// (redriven by someone else, or their workflow closed).
-	Skipped int64 `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
-	// The audit record of this call.
+	Skipped  int64          `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Count    int64          `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	// The audit record of the operation's start.
 	AuditId int64 `protobuf:"varint,4,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
-	// How many letters were put back.
-	Count         int64 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	// The operation releasing them; unset on a dry run.
+	Operation *Operation `protobuf:"bytes,6,opt,name=operation,proto3" json:"operation,omitempty"`
+	// Dry run: the first 100 letters that would be released, oldest first.
+	Preview       []*PendingActivity `protobuf:"bytes,7,rep,name=preview,proto3" json:"preview,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RedriveDeadLettersResponse) Reset() {
 	*x = RedriveDeadLettersResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[35]
+	mi := &file_durable_v1_durable_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3432,7 @@ func (x *RedriveDeadLettersResponse) String() string {
 func (*RedriveDeadLettersResponse) ProtoMessage() {}
 
 func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[35]
+	mi := &file_durable_v1_durable_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3445,7 @@ func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{35}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RedriveDeadLettersResponse) GetMatched() int64 {
@@ -3048,13 +3469,6 @@ func (x *RedriveDeadLettersResponse) GetSkipped() int64 {
 	return 0
 }
 
-func (x *RedriveDeadLettersResponse) GetAuditId() int64 {
-	if x != nil {
-		return x.AuditId
-	}
-	return 0
-}
-
 func (x *RedriveDeadLettersResponse) GetCount() int64 {
 	if x != nil {
 		return x.Count
@@ -3062,15 +3476,977 @@ func (x *RedriveDeadLettersResponse) GetCount() int64 {
 	return 0
 }
 
-type ListActivityStatsRequest struct {
+func (x *RedriveDeadLettersResponse) GetAuditId() int64 {
+	if x != nil {
+		return x.AuditId
+	}
+	return 0
+}
+
+func (x *RedriveDeadLettersResponse) GetOperation() *Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *RedriveDeadLettersResponse) GetPreview() []*PendingActivity {
+	if x != nil {
+		return x.Preview
+	}
+	return nil
+}
+
+// Operation is work the daemon does on an operator's behalf, durably and at
+// its own pace: today, a redrive of many dead letters.
+type Operation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique, e.g. "op-42".
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// What it does: "redrive".
+	Kind  string         `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	State OperationState `protobuf:"varint,3,opt,name=state,proto3,enum=durable.v1.OperationState" json:"state,omitempty"`
+	// Who started it, and why.
+	Principal string `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	Role      string `protobuf:"bytes,5,opt,name=role,proto3" json:"role,omitempty"`
+	Reason    string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What it selected: a filter, or a list of letters (listed).
+	Filter *DeadLetterFilter `protobuf:"bytes,7,opt,name=filter,proto3" json:"filter,omitempty"`
+	Listed bool              `protobuf:"varint,8,opt,name=listed,proto3" json:"listed,omitempty"`
+	// Letters released per second.
+	Rate float64 `protobuf:"fixed64,9,opt,name=rate,proto3" json:"rate,omitempty"`
+	// Options changed on every letter it releases.
+	Edit *OptionsPatch `protobuf:"bytes,10,opt,name=edit,proto3" json:"edit,omitempty"`
+	// How many letters the selection matched when it started.
+	Matched int64 `protobuf:"varint,11,opt,name=matched,proto3" json:"matched,omitempty"`
+	// Released so far.
+	Released int64 `protobuf:"varint,12,opt,name=released,proto3" json:"released,omitempty"`
+	// Matched letters that were no longer dead-lettered when their turn came.
+	Skipped int64 `protobuf:"varint,13,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// Not yet released (running), or left in the DLQ (cancelled).
+	Left int64 `protobuf:"varint,14,opt,name=left,proto3" json:"left,omitempty"`
+	// Letters it released that have dead-lettered again since; they are
+	// counted, never redriven again by it.
+	ReDeadLettered int64                  `protobuf:"varint,15,opt,name=re_dead_lettered,json=reDeadLettered,proto3" json:"re_dead_lettered,omitempty"`
+	StartedTime    *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=started_time,json=startedTime,proto3" json:"started_time,omitempty"`
+	// When it completed or was cancelled.
+	FinishedTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=finished_time,json=finishedTime,proto3" json:"finished_time,omitempty"`
+	// The audit record of its start.
+	AuditId int64 `protobuf:"varint,18,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	// Cancelled: by whom and why.
+	CancelledBy   string `protobuf:"bytes,19,opt,name=cancelled_by,json=cancelledBy,proto3" json:"cancelled_by,omitempty"`
+	CancelReason  string `protobuf:"bytes,20,opt,name=cancel_reason,json=cancelReason,proto3" json:"cancel_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Operation) Reset() {
+	*x = Operation{}
+	mi := &file_durable_v1_durable_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Operation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Operation) ProtoMessage() {}
+
+func (x *Operation) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Operation.ProtoReflect.Descriptor instead.
+func (*Operation) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *Operation) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Operation) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Operation) GetState() OperationState {
+	if x != nil {
+		return x.State
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+func (x *Operation) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Operation) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Operation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Operation) GetFilter() *DeadLetterFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *Operation) GetListed() bool {
+	if x != nil {
+		return x.Listed
+	}
+	return false
+}
+
+func (x *Operation) GetRate() float64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *Operation) GetEdit() *OptionsPatch {
+	if x != nil {
+		return x.Edit
+	}
+	return nil
+}
+
+func (x *Operation) GetMatched() int64 {
+	if x != nil {
+		return x.Matched
+	}
+	return 0
+}
+
+func (x *Operation) GetReleased() int64 {
+	if x != nil {
+		return x.Released
+	}
+	return 0
+}
+
+func (x *Operation) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *Operation) GetLeft() int64 {
+	if x != nil {
+		return x.Left
+	}
+	return 0
+}
+
+func (x *Operation) GetReDeadLettered() int64 {
+	if x != nil {
+		return x.ReDeadLettered
+	}
+	return 0
+}
+
+func (x *Operation) GetStartedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedTime
+	}
+	return nil
+}
+
+func (x *Operation) GetFinishedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedTime
+	}
+	return nil
+}
+
+func (x *Operation) GetAuditId() int64 {
+	if x != nil {
+		return x.AuditId
+	}
+	return 0
+}
+
+func (x *Operation) GetCancelledBy() string {
+	if x != nil {
+		return x.CancelledBy
+	}
+	return ""
+}
+
+func (x *Operation) GetCancelReason() string {
+	if x != nil {
+		return x.CancelReason
+	}
+	return ""
+}
+
+type DescribeOperationRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeOperationRequest) Reset() {
+	*x = DescribeOperationRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeOperationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeOperationRequest) ProtoMessage() {}
+
+func (x *DescribeOperationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeOperationRequest.ProtoReflect.Descriptor instead.
+func (*DescribeOperationRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DescribeOperationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ListOperationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PageSize      int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	NextPageToken []byte                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOperationsRequest) Reset() {
+	*x = ListOperationsRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationsRequest) ProtoMessage() {}
+
+func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
+func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListOperationsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListOperationsRequest) GetNextPageToken() []byte {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return nil
+}
+
+type ListOperationsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Operations    []*Operation `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	NextPageToken []byte       `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOperationsResponse) Reset() {
+	*x = ListOperationsResponse{}
+	mi := &file_durable_v1_durable_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationsResponse) ProtoMessage() {}
+
+func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
+func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListOperationsResponse) GetOperations() []*Operation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *ListOperationsResponse) GetNextPageToken() []byte {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return nil
+}
+
+type CancelOperationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Why, for the audit log.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelOperationRequest) Reset() {
+	*x = CancelOperationRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelOperationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelOperationRequest) ProtoMessage() {}
+
+func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelOperationRequest.ProtoReflect.Descriptor instead.
+func (*CancelOperationRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *CancelOperationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CancelOperationRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// PolicyOverride replaces retry policy and timeout fields of the activities
+// of one type, without a redeploy.
+type PolicyOverride struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ActivityType string                 `protobuf:"bytes,1,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
+	// Only activities on this task queue; empty means every queue. An
+	// override for the type and queue wins over one for the type alone.
+	TaskQueue string        `protobuf:"bytes,2,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	Patch     *OptionsPatch `protobuf:"bytes,3,opt,name=patch,proto3" json:"patch,omitempty"`
+	// Who set it, when and why.
+	Reason      string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Principal   string                 `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
+	UpdatedTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_time,json=updatedTime,proto3" json:"updated_time,omitempty"`
+	AuditId     int64                  `protobuf:"varint,7,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	// On Watch: the override was cleared.
+	Cleared       bool `protobuf:"varint,8,opt,name=cleared,proto3" json:"cleared,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyOverride) Reset() {
+	*x = PolicyOverride{}
+	mi := &file_durable_v1_durable_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyOverride) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyOverride) ProtoMessage() {}
+
+func (x *PolicyOverride) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyOverride.ProtoReflect.Descriptor instead.
+func (*PolicyOverride) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *PolicyOverride) GetActivityType() string {
+	if x != nil {
+		return x.ActivityType
+	}
+	return ""
+}
+
+func (x *PolicyOverride) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
+}
+
+func (x *PolicyOverride) GetPatch() *OptionsPatch {
+	if x != nil {
+		return x.Patch
+	}
+	return nil
+}
+
+func (x *PolicyOverride) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PolicyOverride) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *PolicyOverride) GetUpdatedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedTime
+	}
+	return nil
+}
+
+func (x *PolicyOverride) GetAuditId() int64 {
+	if x != nil {
+		return x.AuditId
+	}
+	return 0
+}
+
+func (x *PolicyOverride) GetCleared() bool {
+	if x != nil {
+		return x.Cleared
+	}
+	return false
+}
+
+type SetPolicyOverrideRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ActivityType string                 `protobuf:"bytes,1,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
+	TaskQueue    string                 `protobuf:"bytes,2,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	// The fields to replace; validated like a schedule's options.
+	Patch         *OptionsPatch `protobuf:"bytes,3,opt,name=patch,proto3" json:"patch,omitempty"`
+	Reason        string        `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPolicyOverrideRequest) Reset() {
+	*x = SetPolicyOverrideRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPolicyOverrideRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPolicyOverrideRequest) ProtoMessage() {}
+
+func (x *SetPolicyOverrideRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPolicyOverrideRequest.ProtoReflect.Descriptor instead.
+func (*SetPolicyOverrideRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *SetPolicyOverrideRequest) GetActivityType() string {
+	if x != nil {
+		return x.ActivityType
+	}
+	return ""
+}
+
+func (x *SetPolicyOverrideRequest) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
+}
+
+func (x *SetPolicyOverrideRequest) GetPatch() *OptionsPatch {
+	if x != nil {
+		return x.Patch
+	}
+	return nil
+}
+
+func (x *SetPolicyOverrideRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ListPolicyOverridesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPolicyOverridesRequest) Reset() {
+	*x = ListPolicyOverridesRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPolicyOverridesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPolicyOverridesRequest) ProtoMessage() {}
+
+func (x *ListPolicyOverridesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPolicyOverridesRequest.ProtoReflect.Descriptor instead.
+func (*ListPolicyOverridesRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{46}
+}
+
+type ListPolicyOverridesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Overrides     []*PolicyOverride      `protobuf:"bytes,1,rep,name=overrides,proto3" json:"overrides,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPolicyOverridesResponse) Reset() {
+	*x = ListPolicyOverridesResponse{}
+	mi := &file_durable_v1_durable_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPolicyOverridesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPolicyOverridesResponse) ProtoMessage() {}
+
+func (x *ListPolicyOverridesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPolicyOverridesResponse.ProtoReflect.Descriptor instead.
+func (*ListPolicyOverridesResponse) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ListPolicyOverridesResponse) GetOverrides() []*PolicyOverride {
+	if x != nil {
+		return x.Overrides
+	}
+	return nil
+}
+
+type ClearPolicyOverrideRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ActivityType  string                 `protobuf:"bytes,1,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
+	TaskQueue     string                 `protobuf:"bytes,2,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearPolicyOverrideRequest) Reset() {
+	*x = ClearPolicyOverrideRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearPolicyOverrideRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearPolicyOverrideRequest) ProtoMessage() {}
+
+func (x *ClearPolicyOverrideRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearPolicyOverrideRequest.ProtoReflect.Descriptor instead.
+func (*ClearPolicyOverrideRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ClearPolicyOverrideRequest) GetActivityType() string {
+	if x != nil {
+		return x.ActivityType
+	}
+	return ""
+}
+
+func (x *ClearPolicyOverrideRequest) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
+}
+
+func (x *ClearPolicyOverrideRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ClearPolicyOverrideResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The override that was in force.
+	Cleared       *PolicyOverride `protobuf:"bytes,1,opt,name=cleared,proto3" json:"cleared,omitempty"`
+	AuditId       int64           `protobuf:"varint,2,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearPolicyOverrideResponse) Reset() {
+	*x = ClearPolicyOverrideResponse{}
+	mi := &file_durable_v1_durable_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearPolicyOverrideResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearPolicyOverrideResponse) ProtoMessage() {}
+
+func (x *ClearPolicyOverrideResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearPolicyOverrideResponse.ProtoReflect.Descriptor instead.
+func (*ClearPolicyOverrideResponse) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ClearPolicyOverrideResponse) GetCleared() *PolicyOverride {
+	if x != nil {
+		return x.Cleared
+	}
+	return nil
+}
+
+func (x *ClearPolicyOverrideResponse) GetAuditId() int64 {
+	if x != nil {
+		return x.AuditId
+	}
+	return 0
+}
+
+type ListActivitiesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only activities in this state; unspecified means every state.
+	State ActivityState `protobuf:"varint,1,opt,name=state,proto3,enum=durable.v1.ActivityState" json:"state,omitempty"`
+	// Only activities whose attempt is at least this.
+	MinAttempt int32 `protobuf:"varint,2,opt,name=min_attempt,json=minAttempt,proto3" json:"min_attempt,omitempty"`
+	// Only activities whose last failure has this type, or this fingerprint.
+	FailureType        string `protobuf:"bytes,3,opt,name=failure_type,json=failureType,proto3" json:"failure_type,omitempty"`
+	FailureFingerprint string `protobuf:"bytes,4,opt,name=failure_fingerprint,json=failureFingerprint,proto3" json:"failure_fingerprint,omitempty"`
+	ActivityType       string `protobuf:"bytes,5,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
+	TaskQueue          string `protobuf:"bytes,6,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	PageSize           int32  `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	NextPageToken      []byte `protobuf:"bytes,8,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ListActivitiesRequest) Reset() {
+	*x = ListActivitiesRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActivitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActivitiesRequest) ProtoMessage() {}
+
+func (x *ListActivitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActivitiesRequest.ProtoReflect.Descriptor instead.
+func (*ListActivitiesRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ListActivitiesRequest) GetState() ActivityState {
+	if x != nil {
+		return x.State
+	}
+	return ActivityState_ACTIVITY_STATE_UNSPECIFIED
+}
+
+func (x *ListActivitiesRequest) GetMinAttempt() int32 {
+	if x != nil {
+		return x.MinAttempt
+	}
+	return 0
+}
+
+func (x *ListActivitiesRequest) GetFailureType() string {
+	if x != nil {
+		return x.FailureType
+	}
+	return ""
+}
+
+func (x *ListActivitiesRequest) GetFailureFingerprint() string {
+	if x != nil {
+		return x.FailureFingerprint
+	}
+	return ""
+}
+
+func (x *ListActivitiesRequest) GetActivityType() string {
+	if x != nil {
+		return x.ActivityType
+	}
+	return ""
+}
+
+func (x *ListActivitiesRequest) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
+}
+
+func (x *ListActivitiesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListActivitiesRequest) GetNextPageToken() []byte {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return nil
+}
+
+type ListActivitiesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Activities    []*PendingActivity     `protobuf:"bytes,1,rep,name=activities,proto3" json:"activities,omitempty"`
+	NextPageToken []byte                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListActivitiesResponse) Reset() {
+	*x = ListActivitiesResponse{}
+	mi := &file_durable_v1_durable_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActivitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActivitiesResponse) ProtoMessage() {}
+
+func (x *ListActivitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActivitiesResponse.ProtoReflect.Descriptor instead.
+func (*ListActivitiesResponse) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ListActivitiesResponse) GetActivities() []*PendingActivity {
+	if x != nil {
+		return x.Activities
+	}
+	return nil
+}
+
+func (x *ListActivitiesResponse) GetNextPageToken() []byte {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return nil
+}
+
+type ListActivityStatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only attempts that ended at or after this time (the daemon keeps
+	// hourly histograms); unset means every attempt it has counted.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListActivityStatsRequest) Reset() {
 	*x = ListActivityStatsRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[36]
+	mi := &file_durable_v1_durable_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3082,7 +4458,7 @@ func (x *ListActivityStatsRequest) String() string {
 func (*ListActivityStatsRequest) ProtoMessage() {}
 
 func (x *ListActivityStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[36]
+	mi := &file_durable_v1_durable_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3095,26 +4471,38 @@ func (x *ListActivityStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListActivityStatsRequest.ProtoReflect.Descriptor instead.
 func (*ListActivityStatsRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{36}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ListActivityStatsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
 }
 
 // ActivityTypeStats are the attempt durations of one activity type.
 type ActivityTypeStats struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ActivityType  string                 `protobuf:"bytes,1,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
-	Attempts      int64                  `protobuf:"varint,2,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	Failures      int64                  `protobuf:"varint,3,opt,name=failures,proto3" json:"failures,omitempty"`
-	P50           *durationpb.Duration   `protobuf:"bytes,4,opt,name=p50,proto3" json:"p50,omitempty"`
-	P95           *durationpb.Duration   `protobuf:"bytes,5,opt,name=p95,proto3" json:"p95,omitempty"`
-	P99           *durationpb.Duration   `protobuf:"bytes,6,opt,name=p99,proto3" json:"p99,omitempty"`
-	Max           *durationpb.Duration   `protobuf:"bytes,7,opt,name=max,proto3" json:"max,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ActivityType string                 `protobuf:"bytes,1,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
+	Attempts     int64                  `protobuf:"varint,2,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Failures     int64                  `protobuf:"varint,3,opt,name=failures,proto3" json:"failures,omitempty"`
+	P50          *durationpb.Duration   `protobuf:"bytes,4,opt,name=p50,proto3" json:"p50,omitempty"`
+	P95          *durationpb.Duration   `protobuf:"bytes,5,opt,name=p95,proto3" json:"p95,omitempty"`
+	P99          *durationpb.Duration   `protobuf:"bytes,6,opt,name=p99,proto3" json:"p99,omitempty"`
+	Max          *durationpb.Duration   `protobuf:"bytes,7,opt,name=max,proto3" json:"max,omitempty"`
+	// The options in force for the type: those of its most recently
+	// scheduled activity with the type's policy override applied.
+	OptionsInForce *ActivityOptions `protobuf:"bytes,8,opt,name=options_in_force,json=optionsInForce,proto3" json:"options_in_force,omitempty"`
+	// The fields of options_in_force an override sets.
+	OverriddenFields []string `protobuf:"bytes,9,rep,name=overridden_fields,json=overriddenFields,proto3" json:"overridden_fields,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ActivityTypeStats) Reset() {
 	*x = ActivityTypeStats{}
-	mi := &file_durable_v1_durable_proto_msgTypes[37]
+	mi := &file_durable_v1_durable_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3126,7 +4514,7 @@ func (x *ActivityTypeStats) String() string {
 func (*ActivityTypeStats) ProtoMessage() {}
 
 func (x *ActivityTypeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[37]
+	mi := &file_durable_v1_durable_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3139,7 +4527,7 @@ func (x *ActivityTypeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityTypeStats.ProtoReflect.Descriptor instead.
 func (*ActivityTypeStats) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{37}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ActivityTypeStats) GetActivityType() string {
@@ -3191,6 +4579,20 @@ func (x *ActivityTypeStats) GetMax() *durationpb.Duration {
 	return nil
 }
 
+func (x *ActivityTypeStats) GetOptionsInForce() *ActivityOptions {
+	if x != nil {
+		return x.OptionsInForce
+	}
+	return nil
+}
+
+func (x *ActivityTypeStats) GetOverriddenFields() []string {
+	if x != nil {
+		return x.OverriddenFields
+	}
+	return nil
+}
+
 type ListActivityStatsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stats         []*ActivityTypeStats   `protobuf:"bytes,1,rep,name=stats,proto3" json:"stats,omitempty"`
@@ -3200,7 +4602,7 @@ type ListActivityStatsResponse struct {
 
 func (x *ListActivityStatsResponse) Reset() {
 	*x = ListActivityStatsResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[38]
+	mi := &file_durable_v1_durable_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3212,7 +4614,7 @@ func (x *ListActivityStatsResponse) String() string {
 func (*ListActivityStatsResponse) ProtoMessage() {}
 
 func (x *ListActivityStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[38]
+	mi := &file_durable_v1_durable_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3225,7 +4627,7 @@ func (x *ListActivityStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListActivityStatsResponse.ProtoReflect.Descriptor instead.
 func (*ListActivityStatsResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{38}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListActivityStatsResponse) GetStats() []*ActivityTypeStats {
@@ -3243,7 +4645,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[39]
+	mi := &file_durable_v1_durable_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3255,7 +4657,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[39]
+	mi := &file_durable_v1_durable_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3268,7 +4670,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{39}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{55}
 }
 
 // ActivityRef names one activity.
@@ -3285,7 +4687,7 @@ type ActivityRef struct {
 
 func (x *ActivityRef) Reset() {
 	*x = ActivityRef{}
-	mi := &file_durable_v1_durable_proto_msgTypes[40]
+	mi := &file_durable_v1_durable_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +4699,7 @@ func (x *ActivityRef) String() string {
 func (*ActivityRef) ProtoMessage() {}
 
 func (x *ActivityRef) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[40]
+	mi := &file_durable_v1_durable_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +4712,7 @@ func (x *ActivityRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityRef.ProtoReflect.Descriptor instead.
 func (*ActivityRef) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{40}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ActivityRef) GetWorkflowId() string {
@@ -3347,14 +4749,19 @@ type WatchEvent struct {
 	ServerTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
 	// UPSERT: operator actions recorded or updated (a bulk redrive updates its
 	// record as it goes; the id stays the same).
-	AuditRecords  []*AuditRecord `protobuf:"bytes,6,rep,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AuditRecords []*AuditRecord `protobuf:"bytes,6,rep,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"`
+	// SNAPSHOT: running and recently finished operations; UPSERT: operations
+	// whose progress or state changed.
+	Operations []*Operation `protobuf:"bytes,7,rep,name=operations,proto3" json:"operations,omitempty"`
+	// SNAPSHOT: every override in force; UPSERT: overrides set or cleared.
+	PolicyOverrides []*PolicyOverride `protobuf:"bytes,8,rep,name=policy_overrides,json=policyOverrides,proto3" json:"policy_overrides,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_durable_v1_durable_proto_msgTypes[41]
+	mi := &file_durable_v1_durable_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +4773,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[41]
+	mi := &file_durable_v1_durable_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +4786,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{41}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *WatchEvent) GetKind() WatchEventKind {
@@ -3424,6 +4831,20 @@ func (x *WatchEvent) GetAuditRecords() []*AuditRecord {
 	return nil
 }
 
+func (x *WatchEvent) GetOperations() []*Operation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetPolicyOverrides() []*PolicyOverride {
+	if x != nil {
+		return x.PolicyOverrides
+	}
+	return nil
+}
+
 // AuditRecord is one operator action, written in the same transaction as the
 // action itself.
 type AuditRecord struct {
@@ -3451,14 +4872,20 @@ type AuditRecord struct {
 	Activities []*ActivityRef `protobuf:"bytes,10,rep,name=activities,proto3" json:"activities,omitempty"`
 	// The action finished (a bulk redrive cut short by its caller or a
 	// restart stays unfinished, with the count it reached).
-	Done          bool `protobuf:"varint,11,opt,name=done,proto3" json:"done,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Done bool `protobuf:"varint,11,opt,name=done,proto3" json:"done,omitempty"`
+	// The operation the action started, cancelled or belongs to.
+	OperationId string `protobuf:"bytes,12,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// Options the action changed (edit then redrive).
+	Edit *OptionsPatch `protobuf:"bytes,13,opt,name=edit,proto3" json:"edit,omitempty"`
+	// The override the action set or cleared.
+	PolicyOverride *PolicyOverride `protobuf:"bytes,14,opt,name=policy_override,json=policyOverride,proto3" json:"policy_override,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_durable_v1_durable_proto_msgTypes[42]
+	mi := &file_durable_v1_durable_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3470,7 +4897,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[42]
+	mi := &file_durable_v1_durable_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3483,7 +4910,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{42}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AuditRecord) GetId() int64 {
@@ -3563,6 +4990,27 @@ func (x *AuditRecord) GetDone() bool {
 	return false
 }
 
+func (x *AuditRecord) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetEdit() *OptionsPatch {
+	if x != nil {
+		return x.Edit
+	}
+	return nil
+}
+
+func (x *AuditRecord) GetPolicyOverride() *PolicyOverride {
+	if x != nil {
+		return x.PolicyOverride
+	}
+	return nil
+}
+
 type ListAuditRecordsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only records at or after this time; unset means all that are kept.
@@ -3575,7 +5023,7 @@ type ListAuditRecordsRequest struct {
 
 func (x *ListAuditRecordsRequest) Reset() {
 	*x = ListAuditRecordsRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[43]
+	mi := &file_durable_v1_durable_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3587,7 +5035,7 @@ func (x *ListAuditRecordsRequest) String() string {
 func (*ListAuditRecordsRequest) ProtoMessage() {}
 
 func (x *ListAuditRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[43]
+	mi := &file_durable_v1_durable_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3600,7 +5048,7 @@ func (x *ListAuditRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRecordsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{43}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListAuditRecordsRequest) GetSince() *timestamppb.Timestamp {
@@ -3635,7 +5083,7 @@ type ListAuditRecordsResponse struct {
 
 func (x *ListAuditRecordsResponse) Reset() {
 	*x = ListAuditRecordsResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[44]
+	mi := &file_durable_v1_durable_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3647,7 +5095,7 @@ func (x *ListAuditRecordsResponse) String() string {
 func (*ListAuditRecordsResponse) ProtoMessage() {}
 
 func (x *ListAuditRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[44]
+	mi := &file_durable_v1_durable_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3660,7 +5108,7 @@ func (x *ListAuditRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRecordsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{44}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListAuditRecordsResponse) GetRecords() []*AuditRecord {
@@ -3703,7 +5151,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12#\n" +
 	"\rnon_retryable\x18\x03 \x01(\bR\fnonRetryable\x12\x18\n" +
-	"\adetails\x18\x04 \x01(\fR\adetails\"\xaa\x05\n" +
+	"\adetails\x18\x04 \x01(\fR\adetails\"\xfb\x05\n" +
 	"\fHistoryEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12)\n" +
@@ -3725,7 +5173,9 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x0etimer_duration\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\rtimerDuration\x12,\n" +
 	"\x12scheduled_event_id\x18\x10 \x01(\x03R\x10scheduledEventId\x12\x1c\n" +
 	"\tprincipal\x18\x11 \x01(\tR\tprincipal\x12\x16\n" +
-	"\x06reason\x18\x12 \x01(\tR\x06reason\"\xdd\x03\n" +
+	"\x06reason\x18\x12 \x01(\tR\x06reason\x12,\n" +
+	"\x04edit\x18\x13 \x01(\v2\x18.durable.v1.OptionsPatchR\x04edit\x12!\n" +
+	"\foperation_id\x18\x14 \x01(\tR\voperationId\"\xdd\x03\n" +
 	"\fWorkflowInfo\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12#\n" +
@@ -3749,7 +5199,8 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\fstarted_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vstartedTime\x129\n" +
 	"\n" +
 	"ended_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tendedTime\x12-\n" +
-	"\afailure\x18\x05 \x01(\v2\x13.durable.v1.FailureR\afailure\"\xef\b\n" +
+	"\afailure\x18\x05 \x01(\v2\x13.durable.v1.FailureR\afailure\"\xc8\n" +
+	"\n" +
 	"\x0fPendingActivity\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12\x1f\n" +
@@ -3776,7 +5227,15 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x12attempts_truncated\x18\x13 \x01(\x05R\x11attemptsTruncated\x12C\n" +
 	"\x0fexpiration_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x0eexpirationTime\x12H\n" +
 	"\x12dead_lettered_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\x10deadLetteredTime\x12\x1a\n" +
-	"\bredrives\x18\x16 \x01(\x05R\bredrives\"\x82\x01\n" +
+	"\bredrives\x18\x16 \x01(\x05R\bredrives\x12E\n" +
+	"\x10options_in_force\x18\x17 \x01(\v2\x1b.durable.v1.ActivityOptionsR\x0eoptionsInForce\x12+\n" +
+	"\x11overridden_fields\x18\x18 \x03(\tR\x10overriddenFields\x12/\n" +
+	"\x13failure_fingerprint\x18\x19 \x01(\tR\x12failureFingerprint\x122\n" +
+	"\x15redriven_by_operation\x18\x1a \x01(\tR\x13redrivenByOperation\"\xa6\x01\n" +
+	"\x10FinishedActivity\x127\n" +
+	"\bactivity\x18\x01 \x01(\v2\x1b.durable.v1.PendingActivityR\bactivity\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12?\n" +
+	"\rfinished_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\ffinishedTime\"\x82\x01\n" +
 	"\tTaskToken\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12\x1f\n" +
@@ -3875,10 +5334,11 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x17DescribeWorkflowRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12$\n" +
-	"\x0ewait_for_close\x18\x02 \x01(\bR\fwaitForClose\"\x9c\x01\n" +
+	"\x0ewait_for_close\x18\x02 \x01(\bR\fwaitForClose\"\xeb\x01\n" +
 	"\x18DescribeWorkflowResponse\x124\n" +
 	"\bworkflow\x18\x01 \x01(\v2\x18.durable.v1.WorkflowInfoR\bworkflow\x12J\n" +
-	"\x12pending_activities\x18\x02 \x03(\v2\x1b.durable.v1.PendingActivityR\x11pendingActivities\"<\n" +
+	"\x12pending_activities\x18\x02 \x03(\v2\x1b.durable.v1.PendingActivityR\x11pendingActivities\x12M\n" +
+	"\x13finished_activities\x18\x03 \x03(\v2\x1c.durable.v1.FinishedActivityR\x12finishedActivities\"<\n" +
 	"\x19GetWorkflowHistoryRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\"N\n" +
@@ -3890,45 +5350,153 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x03 \x01(\fR\rnextPageToken\"w\n" +
 	"\x15ListWorkflowsResponse\x126\n" +
 	"\tworkflows\x18\x01 \x03(\v2\x18.durable.v1.WorkflowInfoR\tworkflows\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xc6\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\x91\x03\n" +
 	"\x16ListDeadLettersRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12#\n" +
 	"\ractivity_type\x18\x02 \x01(\tR\factivityType\x12!\n" +
 	"\ffailure_type\x18\x03 \x01(\tR\vfailureType\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12&\n" +
-	"\x0fnext_page_token\x18\x05 \x01(\fR\rnextPageToken\"\x81\x01\n" +
+	"\x0fnext_page_token\x18\x05 \x01(\fR\rnextPageToken\x12/\n" +
+	"\x13failure_fingerprint\x18\x06 \x01(\tR\x12failureFingerprint\x12J\n" +
+	"\x13dead_lettered_after\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x11deadLetteredAfter\x12L\n" +
+	"\x14dead_lettered_before\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x12deadLetteredBefore\"\x81\x01\n" +
 	"\x17ListDeadLettersResponse\x12>\n" +
 	"\fdead_letters\x18\x01 \x03(\v2\x1b.durable.v1.PendingActivityR\vdeadLetters\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"t\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xa2\x01\n" +
 	"\x18RedriveDeadLetterRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
 	"activityId\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"o\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12,\n" +
+	"\x04edit\x18\x04 \x01(\v2\x18.durable.v1.OptionsPatchR\x04edit\"o\n" +
 	"\x19RedriveDeadLetterResponse\x127\n" +
 	"\bactivity\x18\x01 \x01(\v2\x1b.durable.v1.PendingActivityR\bactivity\x12\x19\n" +
-	"\baudit_id\x18\x02 \x01(\x03R\aauditId\"{\n" +
+	"\baudit_id\x18\x02 \x01(\x03R\aauditId\"\xc6\x02\n" +
 	"\x10DeadLetterFilter\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12#\n" +
 	"\ractivity_type\x18\x02 \x01(\tR\factivityType\x12!\n" +
-	"\ffailure_type\x18\x03 \x01(\tR\vfailureType\"\xb6\x01\n" +
+	"\ffailure_type\x18\x03 \x01(\tR\vfailureType\x12/\n" +
+	"\x13failure_fingerprint\x18\x04 \x01(\tR\x12failureFingerprint\x12J\n" +
+	"\x13dead_lettered_after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x11deadLetteredAfter\x12L\n" +
+	"\x14dead_lettered_before\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x12deadLetteredBefore\"\x91\x04\n" +
+	"\fOptionsPatch\x12\"\n" +
+	"\n" +
+	"initial_ms\x18\x01 \x01(\x03H\x00R\tinitialMs\x88\x01\x01\x12\x1d\n" +
+	"\abackoff\x18\x02 \x01(\x01H\x01R\abackoff\x88\x01\x01\x12+\n" +
+	"\x0fmax_interval_ms\x18\x03 \x01(\x03H\x02R\rmaxIntervalMs\x88\x01\x01\x12&\n" +
+	"\fmax_attempts\x18\x04 \x01(\x05H\x03R\vmaxAttempts\x88\x01\x01\x12;\n" +
+	"\rnon_retryable\x18\x05 \x01(\v2\x16.durable.v1.StringListR\fnonRetryable\x12N\n" +
+	"\x16start_to_close_timeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x13startToCloseTimeout\x12F\n" +
+	"\x11heartbeat_timeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12T\n" +
+	"\x19schedule_to_close_timeout\x18\b \x01(\v2\x19.google.protobuf.DurationR\x16scheduleToCloseTimeoutB\r\n" +
+	"\v_initial_msB\n" +
+	"\n" +
+	"\b_backoffB\x12\n" +
+	"\x10_max_interval_msB\x0f\n" +
+	"\r_max_attempts\"$\n" +
+	"\n" +
+	"StringList\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\"\xfd\x01\n" +
 	"\x19RedriveDeadLettersRequest\x124\n" +
 	"\x06filter\x18\x01 \x01(\v2\x1c.durable.v1.DeadLetterFilterR\x06filter\x127\n" +
 	"\n" +
 	"activities\x18\x02 \x03(\v2\x17.durable.v1.ActivityRefR\n" +
 	"activities\x12\x12\n" +
 	"\x04rate\x18\x03 \x01(\x01R\x04rate\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xb6\x01\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x17\n" +
+	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12,\n" +
+	"\x04edit\x18\x06 \x01(\v2\x18.durable.v1.OptionsPatchR\x04edit\"\xa2\x02\n" +
 	"\x1aRedriveDeadLettersResponse\x12\x18\n" +
 	"\amatched\x18\x01 \x01(\x03R\amatched\x123\n" +
 	"\bredriven\x18\x02 \x03(\v2\x17.durable.v1.ActivityRefR\bredriven\x12\x18\n" +
-	"\askipped\x18\x03 \x01(\x03R\askipped\x12\x19\n" +
-	"\baudit_id\x18\x04 \x01(\x03R\aauditId\x12\x14\n" +
-	"\x05count\x18\x05 \x01(\x03R\x05count\"\x1a\n" +
-	"\x18ListActivityStatsRequest\"\xa4\x02\n" +
+	"\askipped\x18\x03 \x01(\x03R\askipped\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\x03R\x05count\x12\x19\n" +
+	"\baudit_id\x18\x04 \x01(\x03R\aauditId\x123\n" +
+	"\toperation\x18\x06 \x01(\v2\x15.durable.v1.OperationR\toperation\x125\n" +
+	"\apreview\x18\a \x03(\v2\x1b.durable.v1.PendingActivityR\apreview\"\xac\x05\n" +
+	"\tOperation\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x120\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x1a.durable.v1.OperationStateR\x05state\x12\x1c\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12\x12\n" +
+	"\x04role\x18\x05 \x01(\tR\x04role\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x124\n" +
+	"\x06filter\x18\a \x01(\v2\x1c.durable.v1.DeadLetterFilterR\x06filter\x12\x16\n" +
+	"\x06listed\x18\b \x01(\bR\x06listed\x12\x12\n" +
+	"\x04rate\x18\t \x01(\x01R\x04rate\x12,\n" +
+	"\x04edit\x18\n" +
+	" \x01(\v2\x18.durable.v1.OptionsPatchR\x04edit\x12\x18\n" +
+	"\amatched\x18\v \x01(\x03R\amatched\x12\x1a\n" +
+	"\breleased\x18\f \x01(\x03R\breleased\x12\x18\n" +
+	"\askipped\x18\r \x01(\x03R\askipped\x12\x12\n" +
+	"\x04left\x18\x0e \x01(\x03R\x04left\x12(\n" +
+	"\x10re_dead_lettered\x18\x0f \x01(\x03R\x0ereDeadLettered\x12=\n" +
+	"\fstarted_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vstartedTime\x12?\n" +
+	"\rfinished_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\ffinishedTime\x12\x19\n" +
+	"\baudit_id\x18\x12 \x01(\x03R\aauditId\x12!\n" +
+	"\fcancelled_by\x18\x13 \x01(\tR\vcancelledBy\x12#\n" +
+	"\rcancel_reason\x18\x14 \x01(\tR\fcancelReason\"*\n" +
+	"\x18DescribeOperationRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\\\n" +
+	"\x15ListOperationsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"w\n" +
+	"\x16ListOperationsResponse\x125\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x15.durable.v1.OperationR\n" +
+	"operations\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"@\n" +
+	"\x16CancelOperationRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xae\x02\n" +
+	"\x0ePolicyOverride\x12#\n" +
+	"\ractivity_type\x18\x01 \x01(\tR\factivityType\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\x02 \x01(\tR\ttaskQueue\x12.\n" +
+	"\x05patch\x18\x03 \x01(\v2\x18.durable.v1.OptionsPatchR\x05patch\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1c\n" +
+	"\tprincipal\x18\x05 \x01(\tR\tprincipal\x12=\n" +
+	"\fupdated_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vupdatedTime\x12\x19\n" +
+	"\baudit_id\x18\a \x01(\x03R\aauditId\x12\x18\n" +
+	"\acleared\x18\b \x01(\bR\acleared\"\xa6\x01\n" +
+	"\x18SetPolicyOverrideRequest\x12#\n" +
+	"\ractivity_type\x18\x01 \x01(\tR\factivityType\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\x02 \x01(\tR\ttaskQueue\x12.\n" +
+	"\x05patch\x18\x03 \x01(\v2\x18.durable.v1.OptionsPatchR\x05patch\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x1c\n" +
+	"\x1aListPolicyOverridesRequest\"W\n" +
+	"\x1bListPolicyOverridesResponse\x128\n" +
+	"\toverrides\x18\x01 \x03(\v2\x1a.durable.v1.PolicyOverrideR\toverrides\"x\n" +
+	"\x1aClearPolicyOverrideRequest\x12#\n" +
+	"\ractivity_type\x18\x01 \x01(\tR\factivityType\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\x02 \x01(\tR\ttaskQueue\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"n\n" +
+	"\x1bClearPolicyOverrideResponse\x124\n" +
+	"\acleared\x18\x01 \x01(\v2\x1a.durable.v1.PolicyOverrideR\acleared\x12\x19\n" +
+	"\baudit_id\x18\x02 \x01(\x03R\aauditId\"\xc6\x02\n" +
+	"\x15ListActivitiesRequest\x12/\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x19.durable.v1.ActivityStateR\x05state\x12\x1f\n" +
+	"\vmin_attempt\x18\x02 \x01(\x05R\n" +
+	"minAttempt\x12!\n" +
+	"\ffailure_type\x18\x03 \x01(\tR\vfailureType\x12/\n" +
+	"\x13failure_fingerprint\x18\x04 \x01(\tR\x12failureFingerprint\x12#\n" +
+	"\ractivity_type\x18\x05 \x01(\tR\factivityType\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\x06 \x01(\tR\ttaskQueue\x12\x1b\n" +
+	"\tpage_size\x18\a \x01(\x05R\bpageSize\x12&\n" +
+	"\x0fnext_page_token\x18\b \x01(\fR\rnextPageToken\"}\n" +
+	"\x16ListActivitiesResponse\x12;\n" +
+	"\n" +
+	"activities\x18\x01 \x03(\v2\x1b.durable.v1.PendingActivityR\n" +
+	"activities\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"L\n" +
+	"\x18ListActivityStatsRequest\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x98\x03\n" +
 	"\x11ActivityTypeStats\x12#\n" +
 	"\ractivity_type\x18\x01 \x01(\tR\factivityType\x12\x1a\n" +
 	"\battempts\x18\x02 \x01(\x03R\battempts\x12\x1a\n" +
@@ -3936,7 +5504,9 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x03p50\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03p50\x12+\n" +
 	"\x03p95\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03p95\x12+\n" +
 	"\x03p99\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03p99\x12+\n" +
-	"\x03max\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03max\"P\n" +
+	"\x03max\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03max\x12E\n" +
+	"\x10options_in_force\x18\b \x01(\v2\x1b.durable.v1.ActivityOptionsR\x0eoptionsInForce\x12+\n" +
+	"\x11overridden_fields\x18\t \x03(\tR\x10overriddenFields\"P\n" +
 	"\x19ListActivityStatsResponse\x123\n" +
 	"\x05stats\x18\x01 \x03(\v2\x1d.durable.v1.ActivityTypeStatsR\x05stats\"\x0e\n" +
 	"\fWatchRequest\"t\n" +
@@ -3945,7 +5515,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"workflowId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
 	"activityId\x12#\n" +
-	"\ractivity_type\x18\x03 \x01(\tR\factivityType\"\xdf\x02\n" +
+	"\ractivity_type\x18\x03 \x01(\tR\factivityType\"\xdd\x03\n" +
 	"\n" +
 	"WatchEvent\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.durable.v1.WatchEventKindR\x04kind\x12;\n" +
@@ -3956,7 +5526,11 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\aremoved\x18\x04 \x03(\v2\x17.durable.v1.ActivityRefR\aremoved\x12;\n" +
 	"\vserver_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x12<\n" +
-	"\raudit_records\x18\x06 \x03(\v2\x17.durable.v1.AuditRecordR\fauditRecords\"\xdc\x02\n" +
+	"\raudit_records\x18\x06 \x03(\v2\x17.durable.v1.AuditRecordR\fauditRecords\x125\n" +
+	"\n" +
+	"operations\x18\a \x03(\v2\x15.durable.v1.OperationR\n" +
+	"operations\x12E\n" +
+	"\x10policy_overrides\x18\b \x03(\v2\x1a.durable.v1.PolicyOverrideR\x0fpolicyOverrides\"\xf2\x03\n" +
 	"\vAuditRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1c\n" +
@@ -3971,7 +5545,10 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"activities\x18\n" +
 	" \x03(\v2\x17.durable.v1.ActivityRefR\n" +
 	"activities\x12\x12\n" +
-	"\x04done\x18\v \x01(\bR\x04done\"\x90\x01\n" +
+	"\x04done\x18\v \x01(\bR\x04done\x12!\n" +
+	"\foperation_id\x18\f \x01(\tR\voperationId\x12,\n" +
+	"\x04edit\x18\r \x01(\v2\x18.durable.v1.OptionsPatchR\x04edit\x12C\n" +
+	"\x0fpolicy_override\x18\x0e \x01(\v2\x1a.durable.v1.PolicyOverrideR\x0epolicyOverride\"\x90\x01\n" +
 	"\x17ListAuditRecordsRequest\x120\n" +
 	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12&\n" +
@@ -4013,13 +5590,18 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x1eCOMMAND_TYPE_SCHEDULE_ACTIVITY\x10\x01\x12\x1c\n" +
 	"\x18COMMAND_TYPE_START_TIMER\x10\x02\x12\"\n" +
 	"\x1eCOMMAND_TYPE_COMPLETE_WORKFLOW\x10\x03\x12\x1e\n" +
-	"\x1aCOMMAND_TYPE_FAIL_WORKFLOW\x10\x04*\xaf\x01\n" +
+	"\x1aCOMMAND_TYPE_FAIL_WORKFLOW\x10\x04*\x8c\x01\n" +
+	"\x0eOperationState\x12\x1f\n" +
+	"\x1bOPERATION_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17OPERATION_STATE_RUNNING\x10\x01\x12\x1d\n" +
+	"\x19OPERATION_STATE_COMPLETED\x10\x02\x12\x1d\n" +
+	"\x19OPERATION_STATE_CANCELLED\x10\x03*\xaf\x01\n" +
 	"\x0eWatchEventKind\x12 \n" +
 	"\x1cWATCH_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19WATCH_EVENT_KIND_SNAPSHOT\x10\x01\x12\"\n" +
 	"\x1eWATCH_EVENT_KIND_SNAPSHOT_DONE\x10\x02\x12\x1b\n" +
 	"\x17WATCH_EVENT_KIND_UPSERT\x10\x03\x12\x1b\n" +
-	"\x17WATCH_EVENT_KIND_REMOVE\x10\x042\xe4\v\n" +
+	"\x17WATCH_EVENT_KIND_REMOVE\x10\x042\xdd\x10\n" +
 	"\aDurable\x12]\n" +
 	"\x10PollWorkflowTask\x12#.durable.v1.PollWorkflowTaskRequest\x1a$.durable.v1.PollWorkflowTaskResponse\x12R\n" +
 	"\x14CompleteWorkflowTask\x12'.durable.v1.CompleteWorkflowTaskRequest\x1a\x11.durable.v1.Empty\x12J\n" +
@@ -4034,7 +5616,14 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\rListWorkflows\x12 .durable.v1.ListWorkflowsRequest\x1a!.durable.v1.ListWorkflowsResponse\x12Z\n" +
 	"\x0fListDeadLetters\x12\".durable.v1.ListDeadLettersRequest\x1a#.durable.v1.ListDeadLettersResponse\x12`\n" +
 	"\x11RedriveDeadLetter\x12$.durable.v1.RedriveDeadLetterRequest\x1a%.durable.v1.RedriveDeadLetterResponse\x12c\n" +
-	"\x12RedriveDeadLetters\x12%.durable.v1.RedriveDeadLettersRequest\x1a&.durable.v1.RedriveDeadLettersResponse\x12`\n" +
+	"\x12RedriveDeadLetters\x12%.durable.v1.RedriveDeadLettersRequest\x1a&.durable.v1.RedriveDeadLettersResponse\x12P\n" +
+	"\x11DescribeOperation\x12$.durable.v1.DescribeOperationRequest\x1a\x15.durable.v1.Operation\x12W\n" +
+	"\x0eListOperations\x12!.durable.v1.ListOperationsRequest\x1a\".durable.v1.ListOperationsResponse\x12L\n" +
+	"\x0fCancelOperation\x12\".durable.v1.CancelOperationRequest\x1a\x15.durable.v1.Operation\x12U\n" +
+	"\x11SetPolicyOverride\x12$.durable.v1.SetPolicyOverrideRequest\x1a\x1a.durable.v1.PolicyOverride\x12f\n" +
+	"\x13ListPolicyOverrides\x12&.durable.v1.ListPolicyOverridesRequest\x1a'.durable.v1.ListPolicyOverridesResponse\x12f\n" +
+	"\x13ClearPolicyOverride\x12&.durable.v1.ClearPolicyOverrideRequest\x1a'.durable.v1.ClearPolicyOverrideResponse\x12W\n" +
+	"\x0eListActivities\x12!.durable.v1.ListActivitiesRequest\x1a\".durable.v1.ListActivitiesResponse\x12`\n" +
 	"\x11ListActivityStats\x12$.durable.v1.ListActivityStatsRequest\x1a%.durable.v1.ListActivityStatsResponse\x12;\n" +
 	"\x05Watch\x12\x18.durable.v1.WatchRequest\x1a\x16.durable.v1.WatchEvent0\x01\x12]\n" +
 	"\x10ListAuditRecords\x12#.durable.v1.ListAuditRecordsRequest\x1a$.durable.v1.ListAuditRecordsResponseB7Z5github.com/tinyllm/durable/proto/durable/v1;durablev1b\x06proto3"
@@ -4051,170 +5640,237 @@ func file_durable_v1_durable_proto_rawDescGZIP() []byte {
 	return file_durable_v1_durable_proto_rawDescData
 }
 
-var file_durable_v1_durable_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_durable_v1_durable_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_durable_v1_durable_proto_goTypes = []any{
 	(EventType)(0),                      // 0: durable.v1.EventType
 	(WorkflowStatus)(0),                 // 1: durable.v1.WorkflowStatus
 	(ActivityState)(0),                  // 2: durable.v1.ActivityState
 	(CommandType)(0),                    // 3: durable.v1.CommandType
-	(WatchEventKind)(0),                 // 4: durable.v1.WatchEventKind
-	(*Empty)(nil),                       // 5: durable.v1.Empty
-	(*RetryPolicy)(nil),                 // 6: durable.v1.RetryPolicy
-	(*ActivityOptions)(nil),             // 7: durable.v1.ActivityOptions
-	(*Failure)(nil),                     // 8: durable.v1.Failure
-	(*HistoryEvent)(nil),                // 9: durable.v1.HistoryEvent
-	(*WorkflowInfo)(nil),                // 10: durable.v1.WorkflowInfo
-	(*AttemptRecord)(nil),               // 11: durable.v1.AttemptRecord
-	(*PendingActivity)(nil),             // 12: durable.v1.PendingActivity
-	(*TaskToken)(nil),                   // 13: durable.v1.TaskToken
-	(*PollWorkflowTaskRequest)(nil),     // 14: durable.v1.PollWorkflowTaskRequest
-	(*PollWorkflowTaskResponse)(nil),    // 15: durable.v1.PollWorkflowTaskResponse
-	(*Command)(nil),                     // 16: durable.v1.Command
-	(*CompleteWorkflowTaskRequest)(nil), // 17: durable.v1.CompleteWorkflowTaskRequest
-	(*FailWorkflowTaskRequest)(nil),     // 18: durable.v1.FailWorkflowTaskRequest
-	(*PollActivityTaskRequest)(nil),     // 19: durable.v1.PollActivityTaskRequest
-	(*ActivityTask)(nil),                // 20: durable.v1.ActivityTask
-	(*PollActivityTaskResponse)(nil),    // 21: durable.v1.PollActivityTaskResponse
-	(*CompleteActivityTaskRequest)(nil), // 22: durable.v1.CompleteActivityTaskRequest
-	(*FailActivityRequest)(nil),         // 23: durable.v1.FailActivityRequest
-	(*HeartbeatRequest)(nil),            // 24: durable.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),           // 25: durable.v1.HeartbeatResponse
-	(*StartWorkflowRequest)(nil),        // 26: durable.v1.StartWorkflowRequest
-	(*StartWorkflowResponse)(nil),       // 27: durable.v1.StartWorkflowResponse
-	(*DescribeWorkflowRequest)(nil),     // 28: durable.v1.DescribeWorkflowRequest
-	(*DescribeWorkflowResponse)(nil),    // 29: durable.v1.DescribeWorkflowResponse
-	(*GetWorkflowHistoryRequest)(nil),   // 30: durable.v1.GetWorkflowHistoryRequest
-	(*GetWorkflowHistoryResponse)(nil),  // 31: durable.v1.GetWorkflowHistoryResponse
-	(*ListWorkflowsRequest)(nil),        // 32: durable.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),       // 33: durable.v1.ListWorkflowsResponse
-	(*ListDeadLettersRequest)(nil),      // 34: durable.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),     // 35: durable.v1.ListDeadLettersResponse
-	(*RedriveDeadLetterRequest)(nil),    // 36: durable.v1.RedriveDeadLetterRequest
-	(*RedriveDeadLetterResponse)(nil),   // 37: durable.v1.RedriveDeadLetterResponse
-	(*DeadLetterFilter)(nil),            // 38: durable.v1.DeadLetterFilter
-	(*RedriveDeadLettersRequest)(nil),   // 39: durable.v1.RedriveDeadLettersRequest
-	(*RedriveDeadLettersResponse)(nil),  // 40: durable.v1.RedriveDeadLettersResponse
-	(*ListActivityStatsRequest)(nil),    // 41: durable.v1.ListActivityStatsRequest
-	(*ActivityTypeStats)(nil),           // 42: durable.v1.ActivityTypeStats
-	(*ListActivityStatsResponse)(nil),   // 43: durable.v1.ListActivityStatsResponse
-	(*WatchRequest)(nil),                // 44: durable.v1.WatchRequest
-	(*ActivityRef)(nil),                 // 45: durable.v1.ActivityRef
-	(*WatchEvent)(nil),                  // 46: durable.v1.WatchEvent
-	(*AuditRecord)(nil),                 // 47: durable.v1.AuditRecord
-	(*ListAuditRecordsRequest)(nil),     // 48: durable.v1.ListAuditRecordsRequest
-	(*ListAuditRecordsResponse)(nil),    // 49: durable.v1.ListAuditRecordsResponse
-	(*durationpb.Duration)(nil),         // 50: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 51: google.protobuf.Timestamp
+	(OperationState)(0),                 // 4: durable.v1.OperationState
+	(WatchEventKind)(0),                 // 5: durable.v1.WatchEventKind
+	(*Empty)(nil),                       // 6: durable.v1.Empty
+	(*RetryPolicy)(nil),                 // 7: durable.v1.RetryPolicy
+	(*ActivityOptions)(nil),             // 8: durable.v1.ActivityOptions
+	(*Failure)(nil),                     // 9: durable.v1.Failure
+	(*HistoryEvent)(nil),                // 10: durable.v1.HistoryEvent
+	(*WorkflowInfo)(nil),                // 11: durable.v1.WorkflowInfo
+	(*AttemptRecord)(nil),               // 12: durable.v1.AttemptRecord
+	(*PendingActivity)(nil),             // 13: durable.v1.PendingActivity
+	(*FinishedActivity)(nil),            // 14: durable.v1.FinishedActivity
+	(*TaskToken)(nil),                   // 15: durable.v1.TaskToken
+	(*PollWorkflowTaskRequest)(nil),     // 16: durable.v1.PollWorkflowTaskRequest
+	(*PollWorkflowTaskResponse)(nil),    // 17: durable.v1.PollWorkflowTaskResponse
+	(*Command)(nil),                     // 18: durable.v1.Command
+	(*CompleteWorkflowTaskRequest)(nil), // 19: durable.v1.CompleteWorkflowTaskRequest
+	(*FailWorkflowTaskRequest)(nil),     // 20: durable.v1.FailWorkflowTaskRequest
+	(*PollActivityTaskRequest)(nil),     // 21: durable.v1.PollActivityTaskRequest
+	(*ActivityTask)(nil),                // 22: durable.v1.ActivityTask
+	(*PollActivityTaskResponse)(nil),    // 23: durable.v1.PollActivityTaskResponse
+	(*CompleteActivityTaskRequest)(nil), // 24: durable.v1.CompleteActivityTaskRequest
+	(*FailActivityRequest)(nil),         // 25: durable.v1.FailActivityRequest
+	(*HeartbeatRequest)(nil),            // 26: durable.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),           // 27: durable.v1.HeartbeatResponse
+	(*StartWorkflowRequest)(nil),        // 28: durable.v1.StartWorkflowRequest
+	(*StartWorkflowResponse)(nil),       // 29: durable.v1.StartWorkflowResponse
+	(*DescribeWorkflowRequest)(nil),     // 30: durable.v1.DescribeWorkflowRequest
+	(*DescribeWorkflowResponse)(nil),    // 31: durable.v1.DescribeWorkflowResponse
+	(*GetWorkflowHistoryRequest)(nil),   // 32: durable.v1.GetWorkflowHistoryRequest
+	(*GetWorkflowHistoryResponse)(nil),  // 33: durable.v1.GetWorkflowHistoryResponse
+	(*ListWorkflowsRequest)(nil),        // 34: durable.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),       // 35: durable.v1.ListWorkflowsResponse
+	(*ListDeadLettersRequest)(nil),      // 36: durable.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),     // 37: durable.v1.ListDeadLettersResponse
+	(*RedriveDeadLetterRequest)(nil),    // 38: durable.v1.RedriveDeadLetterRequest
+	(*RedriveDeadLetterResponse)(nil),   // 39: durable.v1.RedriveDeadLetterResponse
+	(*DeadLetterFilter)(nil),            // 40: durable.v1.DeadLetterFilter
+	(*OptionsPatch)(nil),                // 41: durable.v1.OptionsPatch
+	(*StringList)(nil),                  // 42: durable.v1.StringList
+	(*RedriveDeadLettersRequest)(nil),   // 43: durable.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil),  // 44: durable.v1.RedriveDeadLettersResponse
+	(*Operation)(nil),                   // 45: durable.v1.Operation
+	(*DescribeOperationRequest)(nil),    // 46: durable.v1.DescribeOperationRequest
+	(*ListOperationsRequest)(nil),       // 47: durable.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),      // 48: durable.v1.ListOperationsResponse
+	(*CancelOperationRequest)(nil),      // 49: durable.v1.CancelOperationRequest
+	(*PolicyOverride)(nil),              // 50: durable.v1.PolicyOverride
+	(*SetPolicyOverrideRequest)(nil),    // 51: durable.v1.SetPolicyOverrideRequest
+	(*ListPolicyOverridesRequest)(nil),  // 52: durable.v1.ListPolicyOverridesRequest
+	(*ListPolicyOverridesResponse)(nil), // 53: durable.v1.ListPolicyOverridesResponse
+	(*ClearPolicyOverrideRequest)(nil),  // 54: durable.v1.ClearPolicyOverrideRequest
+	(*ClearPolicyOverrideResponse)(nil), // 55: durable.v1.ClearPolicyOverrideResponse
+	(*ListActivitiesRequest)(nil),       // 56: durable.v1.ListActivitiesRequest
+	(*ListActivitiesResponse)(nil),      // 57: durable.v1.ListActivitiesResponse
+	(*ListActivityStatsRequest)(nil),    // 58: durable.v1.ListActivityStatsRequest
+	(*ActivityTypeStats)(nil),           // 59: durable.v1.ActivityTypeStats
+	(*ListActivityStatsResponse)(nil),   // 60: durable.v1.ListActivityStatsResponse
+	(*WatchRequest)(nil),                // 61: durable.v1.WatchRequest
+	(*ActivityRef)(nil),                 // 62: durable.v1.ActivityRef
+	(*WatchEvent)(nil),                  // 63: durable.v1.WatchEvent
+	(*AuditRecord)(nil),                 // 64: durable.v1.AuditRecord
+	(*ListAuditRecordsRequest)(nil),     // 65: durable.v1.ListAuditRecordsRequest
+	(*ListAuditRecordsResponse)(nil),    // 66: durable.v1.ListAuditRecordsResponse
+	(*durationpb.Duration)(nil),         // 67: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 68: google.protobuf.Timestamp
 }
 var file_durable_v1_durable_proto_depIdxs = []int32{
-	50, // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
-	50, // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
-	50, // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
-	50, // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	6,  // 4: durable.v1.ActivityOptions.retry_policy:type_name -> durable.v1.RetryPolicy
-	51, // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 6: durable.v1.HistoryEvent.type:type_name -> durable.v1.EventType
-	8,  // 7: durable.v1.HistoryEvent.failure:type_name -> durable.v1.Failure
-	7,  // 8: durable.v1.HistoryEvent.activity_options:type_name -> durable.v1.ActivityOptions
-	50, // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
-	1,  // 10: durable.v1.WorkflowInfo.status:type_name -> durable.v1.WorkflowStatus
-	51, // 11: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
-	51, // 12: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
-	8,  // 13: durable.v1.WorkflowInfo.failure:type_name -> durable.v1.Failure
-	51, // 14: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
-	51, // 15: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
-	8,  // 16: durable.v1.AttemptRecord.failure:type_name -> durable.v1.Failure
-	2,  // 17: durable.v1.PendingActivity.state:type_name -> durable.v1.ActivityState
-	51, // 18: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
-	51, // 19: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
-	51, // 20: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
-	51, // 21: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
-	8,  // 22: durable.v1.PendingActivity.last_failure:type_name -> durable.v1.Failure
-	51, // 23: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	7,  // 24: durable.v1.PendingActivity.options:type_name -> durable.v1.ActivityOptions
-	11, // 25: durable.v1.PendingActivity.attempts:type_name -> durable.v1.AttemptRecord
-	51, // 26: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
-	51, // 27: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
-	9,  // 28: durable.v1.PollWorkflowTaskResponse.history:type_name -> durable.v1.HistoryEvent
-	3,  // 29: durable.v1.Command.type:type_name -> durable.v1.CommandType
-	7,  // 30: durable.v1.Command.activity_options:type_name -> durable.v1.ActivityOptions
-	50, // 31: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
-	8,  // 32: durable.v1.Command.failure:type_name -> durable.v1.Failure
-	16, // 33: durable.v1.CompleteWorkflowTaskRequest.commands:type_name -> durable.v1.Command
-	8,  // 34: durable.v1.FailWorkflowTaskRequest.failure:type_name -> durable.v1.Failure
-	51, // 35: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
-	51, // 36: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
-	51, // 37: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
-	50, // 38: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
-	20, // 39: durable.v1.PollActivityTaskResponse.tasks:type_name -> durable.v1.ActivityTask
-	8,  // 40: durable.v1.FailActivityRequest.failure:type_name -> durable.v1.Failure
-	51, // 41: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	10, // 42: durable.v1.DescribeWorkflowResponse.workflow:type_name -> durable.v1.WorkflowInfo
-	12, // 43: durable.v1.DescribeWorkflowResponse.pending_activities:type_name -> durable.v1.PendingActivity
-	9,  // 44: durable.v1.GetWorkflowHistoryResponse.events:type_name -> durable.v1.HistoryEvent
-	1,  // 45: durable.v1.ListWorkflowsRequest.status:type_name -> durable.v1.WorkflowStatus
-	10, // 46: durable.v1.ListWorkflowsResponse.workflows:type_name -> durable.v1.WorkflowInfo
-	12, // 47: durable.v1.ListDeadLettersResponse.dead_letters:type_name -> durable.v1.PendingActivity
-	12, // 48: durable.v1.RedriveDeadLetterResponse.activity:type_name -> durable.v1.PendingActivity
-	38, // 49: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
-	45, // 50: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
-	45, // 51: durable.v1.RedriveDeadLettersResponse.redriven:type_name -> durable.v1.ActivityRef
-	50, // 52: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
-	50, // 53: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
-	50, // 54: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
-	50, // 55: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
-	42, // 56: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
-	4,  // 57: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
-	12, // 58: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
-	10, // 59: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
-	45, // 60: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
-	51, // 61: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
-	47, // 62: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
-	51, // 63: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
-	38, // 64: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
-	45, // 65: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
-	51, // 66: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
-	47, // 67: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
-	14, // 68: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
-	17, // 69: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
-	18, // 70: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
-	19, // 71: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
-	22, // 72: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
-	23, // 73: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
-	24, // 74: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
-	26, // 75: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
-	28, // 76: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
-	30, // 77: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
-	32, // 78: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
-	34, // 79: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
-	36, // 80: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
-	39, // 81: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
-	41, // 82: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
-	44, // 83: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
-	48, // 84: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
-	15, // 85: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
-	5,  // 86: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
-	5,  // 87: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
-	21, // 88: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
-	5,  // 89: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
-	5,  // 90: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
-	25, // 91: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
-	27, // 92: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
-	29, // 93: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
-	31, // 94: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
-	33, // 95: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
-	35, // 96: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
-	37, // 97: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
-	40, // 98: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
-	43, // 99: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
-	46, // 100: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
-	49, // 101: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
-	85, // [85:102] is the sub-list for method output_type
-	68, // [68:85] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	67,  // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
+	67,  // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
+	67,  // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
+	67,  // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	7,   // 4: durable.v1.ActivityOptions.retry_policy:type_name -> durable.v1.RetryPolicy
+	68,  // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	0,   // 6: durable.v1.HistoryEvent.type:type_name -> durable.v1.EventType
+	9,   // 7: durable.v1.HistoryEvent.failure:type_name -> durable.v1.Failure
+	8,   // 8: durable.v1.HistoryEvent.activity_options:type_name -> durable.v1.ActivityOptions
+	67,  // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
+	41,  // 10: durable.v1.HistoryEvent.edit:type_name -> durable.v1.OptionsPatch
+	1,   // 11: durable.v1.WorkflowInfo.status:type_name -> durable.v1.WorkflowStatus
+	68,  // 12: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
+	68,  // 13: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
+	9,   // 14: durable.v1.WorkflowInfo.failure:type_name -> durable.v1.Failure
+	68,  // 15: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
+	68,  // 16: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
+	9,   // 17: durable.v1.AttemptRecord.failure:type_name -> durable.v1.Failure
+	2,   // 18: durable.v1.PendingActivity.state:type_name -> durable.v1.ActivityState
+	68,  // 19: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
+	68,  // 20: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
+	68,  // 21: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
+	68,  // 22: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
+	9,   // 23: durable.v1.PendingActivity.last_failure:type_name -> durable.v1.Failure
+	68,  // 24: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	8,   // 25: durable.v1.PendingActivity.options:type_name -> durable.v1.ActivityOptions
+	12,  // 26: durable.v1.PendingActivity.attempts:type_name -> durable.v1.AttemptRecord
+	68,  // 27: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
+	68,  // 28: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
+	8,   // 29: durable.v1.PendingActivity.options_in_force:type_name -> durable.v1.ActivityOptions
+	13,  // 30: durable.v1.FinishedActivity.activity:type_name -> durable.v1.PendingActivity
+	68,  // 31: durable.v1.FinishedActivity.finished_time:type_name -> google.protobuf.Timestamp
+	10,  // 32: durable.v1.PollWorkflowTaskResponse.history:type_name -> durable.v1.HistoryEvent
+	3,   // 33: durable.v1.Command.type:type_name -> durable.v1.CommandType
+	8,   // 34: durable.v1.Command.activity_options:type_name -> durable.v1.ActivityOptions
+	67,  // 35: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
+	9,   // 36: durable.v1.Command.failure:type_name -> durable.v1.Failure
+	18,  // 37: durable.v1.CompleteWorkflowTaskRequest.commands:type_name -> durable.v1.Command
+	9,   // 38: durable.v1.FailWorkflowTaskRequest.failure:type_name -> durable.v1.Failure
+	68,  // 39: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
+	68,  // 40: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
+	68,  // 41: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
+	67,  // 42: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
+	22,  // 43: durable.v1.PollActivityTaskResponse.tasks:type_name -> durable.v1.ActivityTask
+	9,   // 44: durable.v1.FailActivityRequest.failure:type_name -> durable.v1.Failure
+	68,  // 45: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	11,  // 46: durable.v1.DescribeWorkflowResponse.workflow:type_name -> durable.v1.WorkflowInfo
+	13,  // 47: durable.v1.DescribeWorkflowResponse.pending_activities:type_name -> durable.v1.PendingActivity
+	14,  // 48: durable.v1.DescribeWorkflowResponse.finished_activities:type_name -> durable.v1.FinishedActivity
+	10,  // 49: durable.v1.GetWorkflowHistoryResponse.events:type_name -> durable.v1.HistoryEvent
+	1,   // 50: durable.v1.ListWorkflowsRequest.status:type_name -> durable.v1.WorkflowStatus
+	11,  // 51: durable.v1.ListWorkflowsResponse.workflows:type_name -> durable.v1.WorkflowInfo
+	68,  // 52: durable.v1.ListDeadLettersRequest.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	68,  // 53: durable.v1.ListDeadLettersRequest.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	13,  // 54: durable.v1.ListDeadLettersResponse.dead_letters:type_name -> durable.v1.PendingActivity
+	41,  // 55: durable.v1.RedriveDeadLetterRequest.edit:type_name -> durable.v1.OptionsPatch
+	13,  // 56: durable.v1.RedriveDeadLetterResponse.activity:type_name -> durable.v1.PendingActivity
+	68,  // 57: durable.v1.DeadLetterFilter.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	68,  // 58: durable.v1.DeadLetterFilter.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	42,  // 59: durable.v1.OptionsPatch.non_retryable:type_name -> durable.v1.StringList
+	67,  // 60: durable.v1.OptionsPatch.start_to_close_timeout:type_name -> google.protobuf.Duration
+	67,  // 61: durable.v1.OptionsPatch.heartbeat_timeout:type_name -> google.protobuf.Duration
+	67,  // 62: durable.v1.OptionsPatch.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	40,  // 63: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
+	62,  // 64: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
+	41,  // 65: durable.v1.RedriveDeadLettersRequest.edit:type_name -> durable.v1.OptionsPatch
+	62,  // 66: durable.v1.RedriveDeadLettersResponse.redriven:type_name -> durable.v1.ActivityRef
+	45,  // 67: durable.v1.RedriveDeadLettersResponse.operation:type_name -> durable.v1.Operation
+	13,  // 68: durable.v1.RedriveDeadLettersResponse.preview:type_name -> durable.v1.PendingActivity
+	4,   // 69: durable.v1.Operation.state:type_name -> durable.v1.OperationState
+	40,  // 70: durable.v1.Operation.filter:type_name -> durable.v1.DeadLetterFilter
+	41,  // 71: durable.v1.Operation.edit:type_name -> durable.v1.OptionsPatch
+	68,  // 72: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
+	68,  // 73: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
+	45,  // 74: durable.v1.ListOperationsResponse.operations:type_name -> durable.v1.Operation
+	41,  // 75: durable.v1.PolicyOverride.patch:type_name -> durable.v1.OptionsPatch
+	68,  // 76: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
+	41,  // 77: durable.v1.SetPolicyOverrideRequest.patch:type_name -> durable.v1.OptionsPatch
+	50,  // 78: durable.v1.ListPolicyOverridesResponse.overrides:type_name -> durable.v1.PolicyOverride
+	50,  // 79: durable.v1.ClearPolicyOverrideResponse.cleared:type_name -> durable.v1.PolicyOverride
+	2,   // 80: durable.v1.ListActivitiesRequest.state:type_name -> durable.v1.ActivityState
+	13,  // 81: durable.v1.ListActivitiesResponse.activities:type_name -> durable.v1.PendingActivity
+	68,  // 82: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
+	67,  // 83: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
+	67,  // 84: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
+	67,  // 85: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
+	67,  // 86: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
+	8,   // 87: durable.v1.ActivityTypeStats.options_in_force:type_name -> durable.v1.ActivityOptions
+	59,  // 88: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
+	5,   // 89: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
+	13,  // 90: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
+	11,  // 91: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
+	62,  // 92: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
+	68,  // 93: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
+	64,  // 94: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
+	45,  // 95: durable.v1.WatchEvent.operations:type_name -> durable.v1.Operation
+	50,  // 96: durable.v1.WatchEvent.policy_overrides:type_name -> durable.v1.PolicyOverride
+	68,  // 97: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	40,  // 98: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
+	62,  // 99: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
+	41,  // 100: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
+	50,  // 101: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
+	68,  // 102: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
+	64,  // 103: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
+	16,  // 104: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
+	19,  // 105: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
+	20,  // 106: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
+	21,  // 107: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
+	24,  // 108: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
+	25,  // 109: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
+	26,  // 110: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
+	28,  // 111: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
+	30,  // 112: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
+	32,  // 113: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
+	34,  // 114: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
+	36,  // 115: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
+	38,  // 116: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
+	43,  // 117: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
+	46,  // 118: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
+	47,  // 119: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
+	49,  // 120: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
+	51,  // 121: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
+	52,  // 122: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
+	54,  // 123: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
+	56,  // 124: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
+	58,  // 125: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
+	61,  // 126: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
+	65,  // 127: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
+	17,  // 128: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
+	6,   // 129: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
+	6,   // 130: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
+	23,  // 131: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
+	6,   // 132: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
+	6,   // 133: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
+	27,  // 134: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
+	29,  // 135: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
+	31,  // 136: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
+	33,  // 137: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
+	35,  // 138: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
+	37,  // 139: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
+	39,  // 140: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
+	44,  // 141: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
+	45,  // 142: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
+	48,  // 143: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
+	45,  // 144: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
+	50,  // 145: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
+	53,  // 146: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
+	55,  // 147: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
+	57,  // 148: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
+	60,  // 149: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
+	63,  // 150: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
+	66,  // 151: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
+	128, // [128:152] is the sub-list for method output_type
+	104, // [104:128] is the sub-list for method input_type
+	104, // [104:104] is the sub-list for extension type_name
+	104, // [104:104] is the sub-list for extension extendee
+	0,   // [0:104] is the sub-list for field type_name
 }
 
 func init() { file_durable_v1_durable_proto_init() }
@@ -4222,13 +5878,14 @@ func file_durable_v1_durable_proto_init() {
 	if File_durable_v1_durable_proto != nil {
 		return
 	}
+	file_durable_v1_durable_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_durable_v1_durable_proto_rawDesc), len(file_durable_v1_durable_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   45,
+			NumEnums:      6,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

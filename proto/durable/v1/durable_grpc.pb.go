@@ -37,6 +37,13 @@ const (
 	Durable_ListDeadLetters_FullMethodName      = "/durable.v1.Durable/ListDeadLetters"
 	Durable_RedriveDeadLetter_FullMethodName    = "/durable.v1.Durable/RedriveDeadLetter"
 	Durable_RedriveDeadLetters_FullMethodName   = "/durable.v1.Durable/RedriveDeadLetters"
+	Durable_DescribeOperation_FullMethodName    = "/durable.v1.Durable/DescribeOperation"
+	Durable_ListOperations_FullMethodName       = "/durable.v1.Durable/ListOperations"
+	Durable_CancelOperation_FullMethodName      = "/durable.v1.Durable/CancelOperation"
+	Durable_SetPolicyOverride_FullMethodName    = "/durable.v1.Durable/SetPolicyOverride"
+	Durable_ListPolicyOverrides_FullMethodName  = "/durable.v1.Durable/ListPolicyOverrides"
+	Durable_ClearPolicyOverride_FullMethodName  = "/durable.v1.Durable/ClearPolicyOverride"
+	Durable_ListActivities_FullMethodName       = "/durable.v1.Durable/ListActivities"
 	Durable_ListActivityStats_FullMethodName    = "/durable.v1.Durable/ListActivityStats"
 	Durable_Watch_FullMethodName                = "/durable.v1.Durable/Watch"
 	Durable_ListAuditRecords_FullMethodName     = "/durable.v1.Durable/ListAuditRecords"
@@ -81,11 +88,32 @@ type DurableClient interface {
 	ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error)
 	// RedriveDeadLetter puts a dead letter back in its queue as attempt 1.
 	RedriveDeadLetter(ctx context.Context, in *RedriveDeadLetterRequest, opts ...grpc.CallOption) (*RedriveDeadLetterResponse, error)
-	// RedriveDeadLetters puts back every dead letter that matches a filter, or
-	// the ones listed, releasing them at a steady rate so that the workers are
-	// not hit by a herd. It returns once all are released or the call ends;
-	// one audit record counts them as they go.
+	// RedriveDeadLetters starts a redrive operation: the daemon releases the
+	// dead letters a filter matches (or the ones listed) at a steady rate, so
+	// that the workers are not hit by a herd, durably across restarts, and the
+	// call answers at once with the operation. With dry_run it only says what
+	// would match.
 	RedriveDeadLetters(ctx context.Context, in *RedriveDeadLettersRequest, opts ...grpc.CallOption) (*RedriveDeadLettersResponse, error)
+	// DescribeOperation returns one operation and its progress.
+	DescribeOperation(ctx context.Context, in *DescribeOperationRequest, opts ...grpc.CallOption) (*Operation, error)
+	// ListOperations pages through operations, newest first.
+	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
+	// CancelOperation stops a running operation: what it released stays
+	// released, the rest stays where it is.
+	CancelOperation(ctx context.Context, in *CancelOperationRequest, opts ...grpc.CallOption) (*Operation, error)
+	// SetPolicyOverride replaces retry policy and timeout fields for the
+	// activities of one type (on one task queue, or all): for pending ones from
+	// their next decision (retry, lease, dead letter) and for new ones, with no
+	// worker restart.
+	SetPolicyOverride(ctx context.Context, in *SetPolicyOverrideRequest, opts ...grpc.CallOption) (*PolicyOverride, error)
+	// ListPolicyOverrides returns every override in force.
+	ListPolicyOverrides(ctx context.Context, in *ListPolicyOverridesRequest, opts ...grpc.CallOption) (*ListPolicyOverridesResponse, error)
+	// ClearPolicyOverride removes an override; the code's policy is in force
+	// again from each activity's next decision.
+	ClearPolicyOverride(ctx context.Context, in *ClearPolicyOverrideRequest, opts ...grpc.CallOption) (*ClearPolicyOverrideResponse, error)
+	// ListActivities pages through scheduled activities across workflows by
+	// state and other filters, served from an index, not a scan of workflows.
+	ListActivities(ctx context.Context, in *ListActivitiesRequest, opts ...grpc.CallOption) (*ListActivitiesResponse, error)
 	// ListActivityStats returns attempt latency percentiles per activity type.
 	ListActivityStats(ctx context.Context, in *ListActivityStatsRequest, opts ...grpc.CallOption) (*ListActivityStatsResponse, error)
 	// Watch streams a snapshot of pending activities, dead letters and
@@ -244,6 +272,76 @@ func (c *durableClient) RedriveDeadLetters(ctx context.Context, in *RedriveDeadL
 	return out, nil
 }
 
+func (c *durableClient) DescribeOperation(ctx context.Context, in *DescribeOperationRequest, opts ...grpc.CallOption) (*Operation, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Operation)
+	err := c.cc.Invoke(ctx, Durable_DescribeOperation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *durableClient) ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListOperationsResponse)
+	err := c.cc.Invoke(ctx, Durable_ListOperations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *durableClient) CancelOperation(ctx context.Context, in *CancelOperationRequest, opts ...grpc.CallOption) (*Operation, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Operation)
+	err := c.cc.Invoke(ctx, Durable_CancelOperation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *durableClient) SetPolicyOverride(ctx context.Context, in *SetPolicyOverrideRequest, opts ...grpc.CallOption) (*PolicyOverride, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PolicyOverride)
+	err := c.cc.Invoke(ctx, Durable_SetPolicyOverride_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *durableClient) ListPolicyOverrides(ctx context.Context, in *ListPolicyOverridesRequest, opts ...grpc.CallOption) (*ListPolicyOverridesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPolicyOverridesResponse)
+	err := c.cc.Invoke(ctx, Durable_ListPolicyOverrides_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *durableClient) ClearPolicyOverride(ctx context.Context, in *ClearPolicyOverrideRequest, opts ...grpc.CallOption) (*ClearPolicyOverrideResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClearPolicyOverrideResponse)
+	err := c.cc.Invoke(ctx, Durable_ClearPolicyOverride_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *durableClient) ListActivities(ctx context.Context, in *ListActivitiesRequest, opts ...grpc.CallOption) (*ListActivitiesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListActivitiesResponse)
+	err := c.cc.Invoke(ctx, Durable_ListActivities_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *durableClient) ListActivityStats(ctx context.Context, in *ListActivityStatsRequest, opts ...grpc.CallOption) (*ListActivityStatsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListActivityStatsResponse)
@@ -322,11 +420,32 @@ type DurableServer interface {
 	ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error)
 	// RedriveDeadLetter puts a dead letter back in its queue as attempt 1.
 	RedriveDeadLetter(context.Context, *RedriveDeadLetterRequest) (*RedriveDeadLetterResponse, error)
-	// RedriveDeadLetters puts back every dead letter that matches a filter, or
-	// the ones listed, releasing them at a steady rate so that the workers are
-	// not hit by a herd. It returns once all are released or the call ends;
-	// one audit record counts them as they go.
+	// RedriveDeadLetters starts a redrive operation: the daemon releases the
+	// dead letters a filter matches (or the ones listed) at a steady rate, so
+	// that the workers are not hit by a herd, durably across restarts, and the
+	// call answers at once with the operation. With dry_run it only says what
+	// would match.
 	RedriveDeadLetters(context.Context, *RedriveDeadLettersRequest) (*RedriveDeadLettersResponse, error)
+	// DescribeOperation returns one operation and its progress.
+	DescribeOperation(context.Context, *DescribeOperationRequest) (*Operation, error)
+	// ListOperations pages through operations, newest first.
+	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
+	// CancelOperation stops a running operation: what it released stays
+	// released, the rest stays where it is.
+	CancelOperation(context.Context, *CancelOperationRequest) (*Operation, error)
+	// SetPolicyOverride replaces retry policy and timeout fields for the
+	// activities of one type (on one task queue, or all): for pending ones from
+	// their next decision (retry, lease, dead letter) and for new ones, with no
+	// worker restart.
+	SetPolicyOverride(context.Context, *SetPolicyOverrideRequest) (*PolicyOverride, error)
+	// ListPolicyOverrides returns every override in force.
+	ListPolicyOverrides(context.Context, *ListPolicyOverridesRequest) (*ListPolicyOverridesResponse, error)
+	// ClearPolicyOverride removes an override; the code's policy is in force
+	// again from each activity's next decision.
+	ClearPolicyOverride(context.Context, *ClearPolicyOverrideRequest) (*ClearPolicyOverrideResponse, error)
+	// ListActivities pages through scheduled activities across workflows by
+	// state and other filters, served from an index, not a scan of workflows.
+	ListActivities(context.Context, *ListActivitiesRequest) (*ListActivitiesResponse, error)
 	// ListActivityStats returns attempt latency percentiles per activity type.
 	ListActivityStats(context.Context, *ListActivityStatsRequest) (*ListActivityStatsResponse, error)
 	// Watch streams a snapshot of pending activities, dead letters and
@@ -386,6 +505,27 @@ func (UnimplementedDurableServer) RedriveDeadLetter(context.Context, *RedriveDea
 }
 func (UnimplementedDurableServer) RedriveDeadLetters(context.Context, *RedriveDeadLettersRequest) (*RedriveDeadLettersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RedriveDeadLetters not implemented")
+}
+func (UnimplementedDurableServer) DescribeOperation(context.Context, *DescribeOperationRequest) (*Operation, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeOperation not implemented")
+}
+func (UnimplementedDurableServer) ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOperations not implemented")
+}
+func (UnimplementedDurableServer) CancelOperation(context.Context, *CancelOperationRequest) (*Operation, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelOperation not implemented")
+}
+func (UnimplementedDurableServer) SetPolicyOverride(context.Context, *SetPolicyOverrideRequest) (*PolicyOverride, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetPolicyOverride not implemented")
+}
+func (UnimplementedDurableServer) ListPolicyOverrides(context.Context, *ListPolicyOverridesRequest) (*ListPolicyOverridesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPolicyOverrides not implemented")
+}
+func (UnimplementedDurableServer) ClearPolicyOverride(context.Context, *ClearPolicyOverrideRequest) (*ClearPolicyOverrideResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClearPolicyOverride not implemented")
+}
+func (UnimplementedDurableServer) ListActivities(context.Context, *ListActivitiesRequest) (*ListActivitiesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListActivities not implemented")
 }
 func (UnimplementedDurableServer) ListActivityStats(context.Context, *ListActivityStatsRequest) (*ListActivityStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListActivityStats not implemented")
@@ -669,6 +809,132 @@ func _Durable_RedriveDeadLetters_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Durable_DescribeOperation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeOperationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).DescribeOperation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_DescribeOperation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).DescribeOperation(ctx, req.(*DescribeOperationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Durable_ListOperations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOperationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).ListOperations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_ListOperations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).ListOperations(ctx, req.(*ListOperationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Durable_CancelOperation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelOperationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).CancelOperation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_CancelOperation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).CancelOperation(ctx, req.(*CancelOperationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Durable_SetPolicyOverride_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetPolicyOverrideRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).SetPolicyOverride(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_SetPolicyOverride_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).SetPolicyOverride(ctx, req.(*SetPolicyOverrideRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Durable_ListPolicyOverrides_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPolicyOverridesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).ListPolicyOverrides(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_ListPolicyOverrides_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).ListPolicyOverrides(ctx, req.(*ListPolicyOverridesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Durable_ClearPolicyOverride_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClearPolicyOverrideRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).ClearPolicyOverride(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_ClearPolicyOverride_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).ClearPolicyOverride(ctx, req.(*ClearPolicyOverrideRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Durable_ListActivities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListActivitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).ListActivities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_ListActivities_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).ListActivities(ctx, req.(*ListActivitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Durable_ListActivityStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListActivityStatsRequest)
 	if err := dec(in); err != nil {
@@ -778,6 +1044,34 @@ var Durable_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RedriveDeadLetters",
 			Handler:    _Durable_RedriveDeadLetters_Handler,
+		},
+		{
+			MethodName: "DescribeOperation",
+			Handler:    _Durable_DescribeOperation_Handler,
+		},
+		{
+			MethodName: "ListOperations",
+			Handler:    _Durable_ListOperations_Handler,
+		},
+		{
+			MethodName: "CancelOperation",
+			Handler:    _Durable_CancelOperation_Handler,
+		},
+		{
+			MethodName: "SetPolicyOverride",
+			Handler:    _Durable_SetPolicyOverride_Handler,
+		},
+		{
+			MethodName: "ListPolicyOverrides",
+			Handler:    _Durable_ListPolicyOverrides_Handler,
+		},
+		{
+			MethodName: "ClearPolicyOverride",
+			Handler:    _Durable_ClearPolicyOverride_Handler,
+		},
+		{
+			MethodName: "ListActivities",
+			Handler:    _Durable_ListActivities_Handler,
 		},
 		{
 			MethodName: "ListActivityStats",

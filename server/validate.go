@@ -233,3 +233,62 @@ func (v validator) activityOptions(path string, o *durablev1.ActivityOptions) er
 	}
 	return v.retryPolicy(field(path, "retry_policy"), o.GetRetryPolicy())
 }
+
+// optionsPatch checks an optional OptionsPatch field by field, with the
+// bounds of a schedule's options: the values a patch sets must be values a
+// workflow could have scheduled.
+func (v validator) optionsPatch(path string, p *durablev1.OptionsPatch) error {
+	if p == nil {
+		return nil
+	}
+	if p.InitialMs != nil {
+		if err := v.millis(field(path, "initial_ms"), p.GetInitialMs()); err != nil {
+			return err
+		}
+	}
+	if p.Backoff != nil {
+		if b := p.GetBackoff(); math.IsNaN(b) || math.IsInf(b, 0) {
+			return invalidf(field(path, "backoff"), "must be a finite number, got %v", b)
+		}
+	}
+	if p.MaxIntervalMs != nil {
+		if err := v.millis(field(path, "max_interval_ms"), p.GetMaxIntervalMs()); err != nil {
+			return err
+		}
+	}
+	if p.MaxAttempts != nil {
+		if n := p.GetMaxAttempts(); n < 0 || n > maxAttempts {
+			return invalidf(field(path, "max_attempts"), "must be in [0, %d], got %d", maxAttempts, n)
+		}
+	}
+	if p.NonRetryable != nil {
+		list := p.GetNonRetryable().GetValues()
+		if len(list) > maxNonRetryable {
+			return invalidf(field(path, "non_retryable"), "must have at most %d entries, got %d", maxNonRetryable, len(list))
+		}
+		for i, t := range list {
+			if err := v.id(index(field(path, "non_retryable.values"), i), t); err != nil {
+				return err
+			}
+		}
+	}
+	for _, d := range []struct {
+		name string
+		d    *durationpb.Duration
+	}{
+		{"start_to_close_timeout", p.GetStartToCloseTimeout()},
+		{"heartbeat_timeout", p.GetHeartbeatTimeout()},
+		{"schedule_to_close_timeout", p.GetScheduleToCloseTimeout()},
+	} {
+		if err := v.duration(field(path, d.name), d.d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// patchSetsSomething reports whether p sets at least one field.
+func patchSetsSomething(p *durablev1.OptionsPatch) bool {
+	return p.InitialMs != nil || p.Backoff != nil || p.MaxIntervalMs != nil || p.MaxAttempts != nil ||
+		p.NonRetryable != nil || p.StartToCloseTimeout != nil || p.HeartbeatTimeout != nil || p.ScheduleToCloseTimeout != nil
+}

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
@@ -252,4 +254,37 @@ func TestRecordHeartbeat_BadInput(t *testing.T) {
 		{"IdentityTooLong", &durablev1.HeartbeatRequest{TaskToken: tok, Identity: longID}, codes.InvalidArgument, "identity"},
 		{"UnknownWorkflow", &durablev1.HeartbeatRequest{TaskToken: tok, Details: []byte("ckpt")}, codes.NotFound, ""},
 	})
+}
+
+func TestValidator_OptionsPatch(t *testing.T) {
+	t.Parallel()
+	v := validator{maxPayload: testMaxPayload}
+	nan := math.NaN()
+	cases := []struct {
+		name  string
+		patch *durablev1.OptionsPatch
+		field string // "" when valid
+	}{
+		{"Nil", nil, ""},
+		{"Empty", &durablev1.OptionsPatch{}, ""},
+		{"Valid", &durablev1.OptionsPatch{MaxAttempts: proto.Int32(6), Backoff: proto.Float64(0.5), StartToCloseTimeout: durationpb.New(time.Minute)}, ""},
+		{"NaNBackoff", &durablev1.OptionsPatch{Backoff: &nan}, "edit.backoff"},
+		{"NegativeInitial", &durablev1.OptionsPatch{InitialMs: proto.Int64(-1)}, "edit.initial_ms"},
+		{"TooManyAttempts", &durablev1.OptionsPatch{MaxAttempts: proto.Int32(maxAttempts + 1)}, "edit.max_attempts"},
+		{"EmptyNonRetryableType", &durablev1.OptionsPatch{NonRetryable: &durablev1.StringList{Values: []string{"A", ""}}}, "edit.non_retryable.values[1]"},
+		{"NegativeTimeout", &durablev1.OptionsPatch{HeartbeatTimeout: durationpb.New(-time.Second)}, "edit.heartbeat_timeout"},
+	}
+	for _, tc := range cases {
+		err := v.optionsPatch("edit", tc.patch)
+		var fe *fieldError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.field != "" && (!errors.As(err, &fe) || fe.field != tc.field):
+			t.Errorf("%s: err = %v, want one naming %s", tc.name, err, tc.field)
+		}
+	}
+	if patchSetsSomething(&durablev1.OptionsPatch{}) || !patchSetsSomething(&durablev1.OptionsPatch{NonRetryable: &durablev1.StringList{}}) {
+		t.Error("patchSetsSomething misjudges presence")
+	}
 }

@@ -44,6 +44,9 @@ func runStoreSuite(t *testing.T, open func(t *testing.T) engine.Store, reopen fu
 		{"OversizedInputsAreInvalid", testOversizedInputsAreInvalid},
 		{"AuditNewestFirstAndPaged", testAuditNewestFirstAndPaged},
 		{"AuditDeleteBefore", testAuditDeleteBefore},
+		{"GetAudit", testGetAudit},
+		{"OperationsNewestFirstAndPaged", testOperationsNewestFirstAndPaged},
+		{"OperationItemsInOrder", testOperationItemsInOrder},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -160,11 +160,20 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *durablev1.ListWorkflows
 // filter given.
 func (e *Engine) ListDeadLetters(ctx context.Context, req *durablev1.ListDeadLettersRequest) (*durablev1.ListDeadLettersResponse, error) {
 	size := pageSize(req.GetPageSize())
-	filter := &durablev1.DeadLetterFilter{WorkflowId: req.GetWorkflowId(), ActivityType: req.GetActivityType(), FailureType: req.GetFailureType()}
+	filter := &durablev1.DeadLetterFilter{
+		WorkflowId: req.GetWorkflowId(), ActivityType: req.GetActivityType(), FailureType: req.GetFailureType(),
+		FailureFingerprint: req.GetFailureFingerprint(),
+		DeadLetteredAfter:  req.GetDeadLetteredAfter(), DeadLetteredBefore: req.GetDeadLetteredBefore(),
+	}
 	resp := &durablev1.ListDeadLettersResponse{}
 	err := e.view(func(tx Tx) error {
+		ended := false
 		last, err := tx.DeadLetters(req.GetNextPageToken(), func(a *durablev1.ActivityRecord) bool {
 			in := a.GetInfo()
+			if pastDeadLetterWindow(in, filter) {
+				ended = true
+				return false
+			}
 			if !matchesDeadLetter(in, filter) {
 				return true
 			}
@@ -174,7 +183,7 @@ func (e *Engine) ListDeadLetters(ctx context.Context, req *durablev1.ListDeadLet
 		if err != nil {
 			return err
 		}
-		if len(resp.DeadLetters) == size {
+		if !ended && len(resp.DeadLetters) == size {
 			resp.NextPageToken = last
 		}
 		return nil

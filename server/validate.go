@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -283,6 +284,46 @@ func (v validator) optionsPatch(path string, p *durablev1.OptionsPatch) error {
 		if err := v.duration(field(path, d.name), d.d); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// edit checks an optional edit of a redrive: a valid patch that changes
+// something (an edit that sets no field is a mistake, not a no-op).
+func (v validator) edit(path string, p *durablev1.OptionsPatch) error {
+	if p == nil {
+		return nil
+	}
+	if !patchSetsSomething(p) {
+		return invalidf(path, "sets no field; leave it out to redrive with the options as they are")
+	}
+	return v.optionsPatch(path, p)
+}
+
+// fingerprint checks an opaque failure fingerprint: UTF-8, at most as long
+// as a payload (it is derived from a failure message).
+func (v validator) fingerprint(path, s string) error {
+	if len(s) > v.maxPayload {
+		return invalidf(path, "must be at most %d bytes, got %d", v.maxPayload, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return invalidf(path, "must be valid UTF-8")
+	}
+	return nil
+}
+
+// window checks an optional time window: valid timestamps, the start
+// before the end when both are set.
+func (v validator) window(afterPath string, after *timestamppb.Timestamp, beforePath string, before *timestamppb.Timestamp) error {
+	if after != nil && after.CheckValid() != nil {
+		return invalidf(afterPath, "is not a valid timestamp")
+	}
+	if before != nil && before.CheckValid() != nil {
+		return invalidf(beforePath, "is not a valid timestamp")
+	}
+	if after != nil && before != nil && !after.AsTime().Before(before.AsTime()) {
+		return invalidf(afterPath, "must be before %s, got %s and %s", beforePath,
+			after.AsTime().UTC().Format(time.RFC3339Nano), before.AsTime().UTC().Format(time.RFC3339Nano))
 	}
 	return nil
 }

@@ -135,8 +135,12 @@ func TestRedriveDeadLetters_BadInput(t *testing.T) {
 	runBadInputs(t, c.RedriveDeadLetters, []badInput[*durablev1.RedriveDeadLettersRequest]{
 		{"WorkflowIDTooLong", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Filter.WorkflowId = longID }), codes.InvalidArgument, "filter.workflow_id"},
 		{"FailureTypeControlChar", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Filter.FailureType = "a\nb" }), codes.InvalidArgument, "filter.failure_type"},
-		{"FingerprintOverLimit", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Filter.FailureFingerprint = string(over(testMaxPayload)) }), codes.InvalidArgument, "filter.failure_fingerprint"},
-		{"WindowBackwards", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Filter.DeadLetteredAfter, r.Filter.DeadLetteredBefore = t2, t1 }), codes.InvalidArgument, "filter.dead_lettered_after"},
+		{"FingerprintOverLimit", none(func(r *durablev1.RedriveDeadLettersRequest) {
+			r.Filter.FailureFingerprint = string(over(testMaxPayload))
+		}), codes.InvalidArgument, "filter.failure_fingerprint"},
+		{"WindowBackwards", none(func(r *durablev1.RedriveDeadLettersRequest) {
+			r.Filter.DeadLetteredAfter, r.Filter.DeadLetteredBefore = t2, t1
+		}), codes.InvalidArgument, "filter.dead_lettered_after"},
 		{"WindowInvalidTime", none(func(r *durablev1.RedriveDeadLettersRequest) {
 			r.Filter.DeadLetteredBefore = &timestamppb.Timestamp{Nanos: -1}
 		}), codes.InvalidArgument, "filter.dead_lettered_before"},
@@ -148,9 +152,17 @@ func TestRedriveDeadLetters_BadInput(t *testing.T) {
 		{"RateTooHigh", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Rate = maxRedriveRate + 1 }), codes.InvalidArgument, "rate"},
 		{"ReasonControlChar", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Reason = "a\x1b[2J" }), codes.InvalidArgument, "reason"},
 		{"EditSetsNothing", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Edit = &durablev1.OptionsPatch{} }), codes.InvalidArgument, "edit"},
-		{"EditNegativeInitial", none(func(r *durablev1.RedriveDeadLettersRequest) { v := int64(-1); r.Edit = &durablev1.OptionsPatch{InitialMs: &v} }), codes.InvalidArgument, "edit.initial_ms"},
-		{"ValidWithEdit", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Edit = &durablev1.OptionsPatch{MaxAttempts: &zero}; r.Rate = maxRedriveRate }), codes.OK, ""},
-		{"ValidWindow", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Filter.DeadLetteredAfter, r.Filter.DeadLetteredBefore = t1, t2 }), codes.OK, ""},
+		{"EditNegativeInitial", none(func(r *durablev1.RedriveDeadLettersRequest) {
+			v := int64(-1)
+			r.Edit = &durablev1.OptionsPatch{InitialMs: &v}
+		}), codes.InvalidArgument, "edit.initial_ms"},
+		{"ValidWithEdit", none(func(r *durablev1.RedriveDeadLettersRequest) {
+			r.Edit = &durablev1.OptionsPatch{MaxAttempts: &zero}
+			r.Rate = maxRedriveRate
+		}), codes.OK, ""},
+		{"ValidWindow", none(func(r *durablev1.RedriveDeadLettersRequest) {
+			r.Filter.DeadLetteredAfter, r.Filter.DeadLetteredBefore = t1, t2
+		}), codes.OK, ""},
 		{"ValidDryRun", none(func(r *durablev1.RedriveDeadLettersRequest) { r.DryRun = true }), codes.OK, ""},
 	})
 }

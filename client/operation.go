@@ -21,7 +21,7 @@ import (
 // second), across restarts, with one audit record that counts up. Follow it
 // with WaitOperation, stop it with CancelOperation.
 func (c *Client) RedriveAll(ctx context.Context, f DeadLetterFilter, opts ...RedriveOption) (*durablev1.Operation, error) {
-	return c.startRedrive(ctx, &durablev1.RedriveDeadLettersRequest{Filter: f.proto()}, opts)
+	return c.startRedrive(ctx, &durablev1.RedriveDeadLettersRequest{Filter: f.Proto()}, opts)
 }
 
 // RedriveList is RedriveAll for exactly the letters listed (those of them
@@ -47,7 +47,7 @@ func (c *Client) startRedrive(ctx context.Context, req *durablev1.RedriveDeadLet
 func (c *Client) RedriveDryRun(ctx context.Context, f DeadLetterFilter, opts ...RedriveOption) (*durablev1.RedriveDeadLettersResponse, error) {
 	o := redriveOpts(opts)
 	resp, err := c.svc.RedriveDeadLetters(ctx, &durablev1.RedriveDeadLettersRequest{
-		Filter: f.proto(), Rate: o.rate, Reason: o.reason, Edit: o.edit, DryRun: true,
+		Filter: f.Proto(), Rate: o.rate, Reason: o.reason, Edit: o.edit, DryRun: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redrive dead letters (dry run): %w", err)

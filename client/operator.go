@@ -76,7 +76,7 @@ func (f DeadLetterFilter) IsZero() bool {
 // first, following page tokens.
 func (c *Client) ListDeadLetters(ctx context.Context, f DeadLetterFilter) ([]*durablev1.PendingActivity, error) {
 	var out []*durablev1.PendingActivity
-	p := f.proto()
+	p := f.Proto()
 	req := &durablev1.ListDeadLettersRequest{
 		WorkflowId: p.GetWorkflowId(), ActivityType: p.GetActivityType(), FailureType: p.GetFailureType(),
 		FailureFingerprint: p.GetFailureFingerprint(), DeadLetteredAfter: p.GetDeadLetteredAfter(), DeadLetteredBefore: p.GetDeadLetteredBefore(),
@@ -95,7 +95,8 @@ func (c *Client) ListDeadLetters(ctx context.Context, f DeadLetterFilter) ([]*du
 	}
 }
 
-func (f DeadLetterFilter) proto() *durablev1.DeadLetterFilter {
+// Proto is f as the daemon's requests carry it.
+func (f DeadLetterFilter) Proto() *durablev1.DeadLetterFilter {
 	p := &durablev1.DeadLetterFilter{WorkflowId: f.WorkflowID, ActivityType: f.ActivityType, FailureType: f.FailureType, FailureFingerprint: f.FailureFingerprint}
 	if !f.DeadAfter.IsZero() {
 		p.DeadLetteredAfter = timestamppb.New(f.DeadAfter)

@@ -206,9 +206,19 @@ func plural(n int, one, many string) string {
 
 // filterText writes a dead-letter filter the way wf's flags spell it, or
 // "all" when it selects every letter.
-func filterText(workflowID, activityType, failureType string) string {
+func filterText(f *durablev1.DeadLetterFilter) string {
+	var after, before string
+	if t := f.GetDeadLetteredAfter(); t != nil {
+		after = t.AsTime().UTC().Format(time.RFC3339)
+	}
+	if t := f.GetDeadLetteredBefore(); t != nil {
+		before = t.AsTime().UTC().Format(time.RFC3339)
+	}
 	var parts []string
-	for _, p := range [][2]string{{"workflow", workflowID}, {"activity-type", activityType}, {"failure-type", failureType}} {
+	for _, p := range [][2]string{
+		{"workflow", f.GetWorkflowId()}, {"activity-type", f.GetActivityType()}, {"failure-type", f.GetFailureType()},
+		{"fingerprint", f.GetFailureFingerprint()}, {"dead-after", after}, {"dead-before", before},
+	} {
 		if p[1] != "" {
 			parts = append(parts, p[0]+"="+p[1])
 		}

@@ -162,7 +162,6 @@ func (c *cli) dlqList(args []string) int {
 	return exitOK
 }
 
-
 // printLetters writes the dead-letter table; now is what ages are relative
 // to.
 func printLetters(w io.Writer, letters []*durablev1.PendingActivity, now time.Time) {

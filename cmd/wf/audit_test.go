@@ -183,3 +183,17 @@ func TestPrintEvent_AuditRecord(t *testing.T) {
 	}
 	mustContain(t, b.String(), "upsert", "audit #50 ops (operator) bulk redrive 2/6 unfinished failure-type=Timeout reason: INC-4")
 }
+
+func TestPrintEvent_Operation(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	err := printEvent(&b, &durablev1.WatchEvent{
+		Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT,
+		Operations: []*durablev1.Operation{{Id: "op-3", State: durablev1.OperationState_OPERATION_STATE_RUNNING,
+			Filter: &durablev1.DeadLetterFilter{FailureType: "Timeout"}, Matched: 300, Released: 120, Skipped: 2, ReDeadLettered: 1}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.String(), "upsert", "operation op-3 running 120/300 released · 2 skipped · 1 dead again failure-type=Timeout")
+}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"strings"
+	"unicode/utf8"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -121,13 +123,18 @@ func (e *Engine) GetWorkflowHistory(ctx context.Context, req *durablev1.GetWorkf
 	return resp, nil
 }
 
-// ListWorkflows pages through workflows in id order; the page token is the
-// last id of the previous page.
+// ListWorkflows pages through workflows in id order; the page token is a
+// workflow cursor (see workflowCursor) naming the last id of the previous
+// page. A token that is not one is an *InvalidError naming next_page_token,
+// as a dead-letter or audit token is in their lists.
 func (e *Engine) ListWorkflows(ctx context.Context, req *durablev1.ListWorkflowsRequest) (*durablev1.ListWorkflowsResponse, error) {
 	size := pageSize(req.GetPageSize())
+	after, err := decodeWorkflowCursor(req.GetNextPageToken())
+	if err != nil {
+		return nil, err
+	}
 	resp := &durablev1.ListWorkflowsResponse{}
-	err := e.view(func(tx Tx) error {
-		after := string(req.GetNextPageToken())
+	err = e.view(func(tx Tx) error {
 		for len(resp.Workflows) < size {
 			page, err := tx.ListWorkflows(after, size)
 			if err != nil {
@@ -140,7 +147,7 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *durablev1.ListWorkflows
 				}
 				resp.Workflows = append(resp.Workflows, w.GetInfo())
 				if len(resp.Workflows) == size {
-					resp.NextPageToken = []byte(after)
+					resp.NextPageToken = workflowCursor(after)
 					return nil
 				}
 			}
@@ -199,4 +206,25 @@ func (e *Engine) ListActivityStats(ctx context.Context, req *durablev1.ListActiv
 		return nil, err
 	}
 	return resp, nil
+}
+
+// workflowCursorTag starts every ListWorkflows page token, followed by the
+// last workflow id of the page. Ids never contain control characters (the
+// server refuses them), so a bare id or a token of another list (a
+// dead-letter or audit key) never passes for a cursor.
+const workflowCursorTag = "\x00workflows\x00"
+
+func workflowCursor(lastID string) []byte { return []byte(workflowCursorTag + lastID) }
+
+// decodeWorkflowCursor returns the id a ListWorkflows page token names, ""
+// for no token.
+func decodeWorkflowCursor(token []byte) (string, error) {
+	if len(token) == 0 {
+		return "", nil
+	}
+	id, ok := strings.CutPrefix(string(token), workflowCursorTag)
+	if !ok || id == "" || !utf8.ValidString(id) {
+		return "", invalid("next_page_token", "is not a page token of ListWorkflows; pass the next_page_token of the previous ListWorkflows reply, or none for the first page")
+	}
+	return id, nil
 }

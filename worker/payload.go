@@ -22,14 +22,14 @@ var payloadFields = map[string]string{
 // belonged to a failure, is named so that its type is not lost. The message
 // itself stays within the bound.
 func payloadTooLarge(field string, size int, limit int64, was *durablev1.Failure) *durablev1.Failure {
-	msg := fmt.Sprintf("%s is %d bytes, over the daemon's payload limit of %d bytes (--max-payload)", payloadFields[field], size, limit)
+	msg := fmt.Sprintf("%s: %d bytes, over the daemon's payload limit of %d bytes (--max-payload)", payloadFields[field], size, limit)
 	return tooLargeFailure(msg, was, limit)
 }
 
 // payloadRefused is payloadTooLarge when the worker learnt of the bound only
 // from the daemon's refusal, whose reason gives it.
 func payloadRefused(field, reason string, size int, was *durablev1.Failure) *durablev1.Failure {
-	msg := fmt.Sprintf("%s is %d bytes, refused by the daemon: %s: %s", payloadFields[field], size, field, reason)
+	msg := fmt.Sprintf("%s: %d bytes, refused by the daemon: %s: %s", payloadFields[field], size, field, reason)
 	return tooLargeFailure(msg, was, 0)
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -193,7 +192,7 @@ func (v validator) retryPolicy(path string, p *durablev1.RetryPolicy) error {
 		return err
 	}
 	if b := p.GetBackoff(); math.IsNaN(b) || math.IsInf(b, 0) {
-		return invalidf(field(path, "backoff"), "must be a finite number (below 1 means the default, %v), got %v", activity.DefaultBackoff, b)
+		return invalidf(field(path, "backoff"), "must be a finite number (a factor below 1 means the default), got %v", b)
 	}
 	if err := v.millis(field(path, "max_interval_ms"), p.GetMaxIntervalMs()); err != nil {
 		return err
@@ -251,7 +250,7 @@ func (v validator) optionsPatch(path string, p *durablev1.OptionsPatch) error {
 	}
 	if p.Backoff != nil {
 		if b := p.GetBackoff(); math.IsNaN(b) || math.IsInf(b, 0) {
-			return invalidf(field(path, "backoff"), "must be a finite number (below 1 means the default, %v), got %v", activity.DefaultBackoff, b)
+			return invalidf(field(path, "backoff"), "must be a finite number (a factor below 1 means the default), got %v", b)
 		}
 	}
 	if p.MaxIntervalMs != nil {

@@ -207,10 +207,11 @@ func (a *attempt) claimReport() bool { return a.reported.CompareAndSwap(false, t
 // abort ends the attempt at once with failure, whatever the activity function
 // is doing: its context is cancelled with the failure as the cause, and the
 // failure is reported now rather than when the function returns or its lease
-// runs out. What the function returns later is dropped.
-func (a *attempt) abort(failure *durablev1.Failure) {
+// runs out. What the function returns later is dropped. It reports false
+// when the attempt was already reported.
+func (a *attempt) abort(failure *durablev1.Failure) bool {
 	if !a.claimReport() {
-		return
+		return false
 	}
 	a.cancel(activity.ErrorFromFailure(failure))
 	// The attempt's own goroutine is still counted, so Add cannot race
@@ -220,6 +221,7 @@ func (a *attempt) abort(failure *durablev1.Failure) {
 		defer a.w.attemptsWG.Done()
 		a.send(nil, failure)
 	}()
+	return true
 }
 
 func (a *attempt) logger() *slog.Logger {

@@ -207,12 +207,13 @@ func (a *attempt) claimReport() bool { return a.reported.CompareAndSwap(false, t
 // abort ends the attempt at once with failure, whatever the activity function
 // is doing: its context is cancelled with the failure as the cause, and the
 // failure is reported now rather than when the function returns or its lease
-// runs out. What the function returns later is dropped. It reports false
-// when the attempt was already reported.
-func (a *attempt) abort(failure *durablev1.Failure) bool {
+// runs out. What the function returns later is dropped. why is logged at
+// ERROR. It reports false when the attempt was already reported.
+func (a *attempt) abort(failure *durablev1.Failure, why string) bool {
 	if !a.claimReport() {
 		return false
 	}
+	a.logger().Error(why, "failure_type", failure.GetType(), "message", failure.GetMessage())
 	a.cancel(activity.ErrorFromFailure(failure))
 	// The attempt's own goroutine is still counted, so Add cannot race
 	// Stop's Wait.
@@ -236,19 +237,20 @@ func (a *attempt) logger() *slog.Logger {
 // moved on.
 func (a *attempt) send(result []byte, failure *durablev1.Failure) {
 	log := a.logger()
-	tooLarge := oversized(result, failure, a.task.GetMaxPayload())
-	if tooLarge != nil {
-		result, failure = nil, tooLarge
+	tooLarge := func(replacement *durablev1.Failure) {
+		log.Error("activity payload over the daemon's limit; the attempt fails as "+activity.TypePayloadTooLarge, "message", replacement.GetMessage())
+		result, failure = nil, replacement
+	}
+	f := oversized(result, failure, a.task.GetMaxPayload())
+	if f != nil {
+		tooLarge(f)
 	}
 	err := a.sendOnce(result, failure)
-	if tooLarge == nil {
-		if tooLarge = refusedPayload(err, result, failure); tooLarge != nil {
-			result, failure = nil, tooLarge
-			err = a.sendOnce(nil, failure)
+	if f == nil {
+		if f = refusedPayload(err, result, failure); f != nil {
+			tooLarge(f)
+			err = a.sendOnce(result, failure)
 		}
-	}
-	if tooLarge != nil {
-		log.Error("activity payload over the daemon's limit; the attempt fails as "+activity.TypePayloadTooLarge, "message", tooLarge.GetMessage())
 	}
 	switch status.Code(err) {
 	case codes.OK:

@@ -166,8 +166,5 @@ func (a *attempt) sendHeartbeat(details []byte) {
 // heartbeatTooLarge ends the attempt with failure, a PayloadTooLarge for its
 // heartbeat details, and says so at ERROR: it is a bug in the activity.
 func (a *attempt) heartbeatTooLarge(failure *durablev1.Failure) {
-	if a.abort(failure) {
-		a.logger().Error("heartbeat details over the daemon's limit; the attempt fails as "+activity.TypePayloadTooLarge,
-			"message", failure.GetMessage())
-	}
+	a.abort(failure, "heartbeat details over the daemon's limit; the attempt fails as "+activity.TypePayloadTooLarge)
 }

@@ -191,9 +191,9 @@ func TestRefusedCommandsSurface(t *testing.T) {
 			if n := countEvents(h, durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED); n != 0 {
 				t.Errorf("%d activities scheduled by refused commands", n)
 			}
-			if len(logs.errorsSaying(tc.want[0], "refused")) == 0 {
-				t.Errorf("the worker logged no ERROR naming %s", tc.want[0])
-			}
+			waitFor(t, "an ERROR naming "+tc.want[0], func() bool {
+				return len(logs.errorsSaying(tc.want[0], "refused")) > 0
+			})
 		})
 	}
 }
@@ -310,9 +310,10 @@ func testOversized(t *testing.T, tc oversizedCase) {
 					}
 				}
 			}
-			if len(logs.errorsSaying(activity.TypePayloadTooLarge, tc.want[0])) == 0 {
-				t.Errorf("the worker logged no ERROR naming %s", tc.want[0])
-			}
+			// The report lands before the worker may have logged it.
+			waitFor(t, "an ERROR naming "+tc.want[0], func() bool {
+				return len(logs.errorsSaying(activity.TypePayloadTooLarge, tc.want[0])) > 0
+			})
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,14 +27,30 @@ import (
 // oversized payloads are cheap to make.
 const smallPayload = 1024
 
-// setupSmall starts an in-process daemon with a payload bound of
-// smallPayload and dials it. With told false, the worker's client strips the
-// bound from every activity task, so the worker learns of it only from the
-// daemon's refusal, as it would from a daemon that does not send it.
-func setupSmall(t *testing.T, told bool) *client.Client {
+// daemonKind says which daemon a limits test runs against.
+type daemonKind int
+
+const (
+	// inProcess is the engine and server inside the test binary.
+	inProcess daemonKind = iota
+	// durabled is the real binary, run with --max-payload.
+	durabled
+)
+
+// setupSmall starts a daemon with a payload bound of smallPayload and dials
+// it. With told false, the worker's client strips the bound from every
+// activity task, so the worker learns of it only from the daemon's refusal,
+// as it would from a daemon that does not send it.
+func setupSmall(t *testing.T, kind daemonKind, told bool) *client.Client {
 	t.Helper()
-	addr := testdaemon.StartServer(t, engine.Options{Jitter: func(d time.Duration) time.Duration { return d }},
-		server.Options{MaxPayload: smallPayload})
+	var addr string
+	switch kind {
+	case durabled:
+		addr = testdaemon.Exec(t, t.TempDir(), "--max-payload", strconv.Itoa(smallPayload)).Addr
+	default:
+		addr = testdaemon.StartServer(t, engine.Options{Jitter: func(d time.Duration) time.Duration { return d }},
+			server.Options{MaxPayload: smallPayload})
+	}
 	if told {
 		return dial(t, addr)
 	}
@@ -120,21 +137,23 @@ func (c *logCapture) errorsSaying(words ...string) []string {
 // the same, and the worker logged it at ERROR.
 func TestRefusedCommandsSurface(t *testing.T) {
 	t.Parallel()
+	overLimit := []string{"commands[0].input", "must be at most 1024 bytes", "got 2050", `ScheduleActivity of Echo, activity id "1"`}
 	tests := []struct {
-		name  string
-		opts  workflow.ActivityOptions
-		input string
-		want  []string // in the failure's message
+		name   string
+		daemon daemonKind
+		opts   workflow.ActivityOptions
+		input  string
+		want   []string // in the failure's message
 	}{
-		{"InputOverPayloadLimit", workflow.ActivityOptions{}, strings.Repeat("x", 2*smallPayload),
-			[]string{"commands[0].input", "must be at most 1024 bytes", "got 2050", `ScheduleActivity of Echo, activity id "1"`}},
-		{"RetryPolicyOutOfBounds", workflow.ActivityOptions{RetryPolicy: &workflow.RetryPolicy{MaximumAttempts: 1_000_000}}, "small",
+		{"InputOverPayloadLimit", inProcess, workflow.ActivityOptions{}, strings.Repeat("x", 2*smallPayload), overLimit},
+		{"InputOverPayloadLimitOnDurabled", durabled, workflow.ActivityOptions{}, strings.Repeat("x", 2*smallPayload), overLimit},
+		{"RetryPolicyOutOfBounds", inProcess, workflow.ActivityOptions{RetryPolicy: &workflow.RetryPolicy{MaximumAttempts: 1_000_000}}, "small",
 			[]string{"commands[0].activity_options.retry_policy.max_attempts", "must be in [0, 10000]", "ScheduleActivity of Echo"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := setupSmall(t, true)
+			c := setupSmall(t, tc.daemon, true)
 			logs := newLogCapture()
 			queue := "refused-" + tc.name
 			wf := func(ctx workflow.Context) (string, error) {
@@ -238,7 +257,7 @@ var oversizedCases = []oversizedCase{
 // the bound with the task or learns it from the daemon's refusal.
 func TestOversizedResultFailsAsPayloadTooLarge(t *testing.T) {
 	t.Parallel()
-	testOversized(t, oversizedCases[0])
+	testOversized(t, oversizedCases[0], durabled)
 }
 
 // TestOversizedFailureAndHeartbeatFailAsPayloadTooLarge: failure details,
@@ -250,16 +269,30 @@ func TestOversizedFailureAndHeartbeatFailAsPayloadTooLarge(t *testing.T) {
 	for _, tc := range oversizedCases[1:] {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			testOversized(t, tc)
+			testOversized(t, tc, inProcess)
 		})
 	}
 }
 
-func testOversized(t *testing.T, tc oversizedCase) {
-	for _, told := range []bool{true, false} {
-		t.Run(map[bool]string{true: "BoundSentWithTask", false: "BoundLearntFromRefusal"}[told], func(t *testing.T) {
+// testOversized runs tc in process, with the bound sent and without it, and
+// with the bound sent on also, when asked, the real durabled.
+func testOversized(t *testing.T, tc oversizedCase, also daemonKind) {
+	type daemonRun struct {
+		name   string
+		daemon daemonKind
+		told   bool
+	}
+	runs := []daemonRun{
+		{"BoundSentWithTask", inProcess, true},
+		{"BoundLearntFromRefusal", inProcess, false},
+	}
+	if also == durabled {
+		runs = append(runs, daemonRun{"BoundSentWithTaskOnDurabled", durabled, true})
+	}
+	for _, run := range runs {
+		t.Run(run.name, func(t *testing.T) {
 			t.Parallel()
-			c := setupSmall(t, told)
+			c := setupSmall(t, run.daemon, run.told)
 			logs := newLogCapture()
 			queue := "oversized-" + tc.name
 			release := make(chan struct{})

@@ -167,12 +167,14 @@ func TestRefusedCommandsSurface(t *testing.T) {
 				w.RegisterActivityWithName(func(ctx context.Context, s string) (string, error) { return s, nil }, "Echo")
 			})
 			ctx := testCtx(t)
+			began := time.Now()
 			run, err := c.Start(ctx, "Refused", nil, client.StartOptions{TaskQueue: queue})
 			if err != nil {
 				t.Fatal(err)
 			}
 
 			err = run.Get(ctx, nil)
+			t.Logf("start to failed workflow: %v", time.Since(began))
 			var ae *activity.Error
 			if !client.IsWorkflowFailed(err) || !errors.As(err, &ae) {
 				t.Fatalf("Run.Get = %v, want a failed workflow", err)
@@ -315,6 +317,7 @@ func testOversized(t *testing.T, tc oversizedCase, also daemonKind) {
 			})
 			t.Cleanup(func() { close(release) }) // before the worker stops
 			ctx := testCtx(t)
+			began := time.Now()
 			run, err := c.Start(ctx, "Oversized", nil, client.StartOptions{TaskQueue: queue})
 			if err != nil {
 				t.Fatal(err)
@@ -323,6 +326,7 @@ func testOversized(t *testing.T, tc oversizedCase, also daemonKind) {
 			if err := run.Get(ctx, &saw); err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("start to the workflow seeing %s: %v (start-to-close timeout 1h)", activity.TypePayloadTooLarge, time.Since(began))
 			if !strings.HasPrefix(saw, activity.TypePayloadTooLarge+" non-retryable=true: ") {
 				t.Fatalf("the workflow saw %q, want a non-retryable %s", saw, activity.TypePayloadTooLarge)
 			}

@@ -235,7 +235,11 @@ func opProgressLine(op *durablev1.Operation) string {
 func opSummary(op *durablev1.Operation) string {
 	took := ""
 	if op.GetFinishedTime() != nil {
-		took = " · took " + human(op.GetFinishedTime().AsTime().Sub(op.GetStartedTime().AsTime()))
+		verb := " · took "
+		if op.GetState() == durablev1.OperationState_OPERATION_STATE_CANCELLED {
+			verb = " · ran "
+		}
+		took = verb + human(op.GetFinishedTime().AsTime().Sub(op.GetStartedTime().AsTime()))
 	}
 	s := fmt.Sprintf("%s %s: %d of %d released", op.GetId(), opState(op.GetState()), op.GetReleased(), op.GetMatched())
 	if n := op.GetSkipped(); n > 0 {

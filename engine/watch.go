@@ -244,6 +244,9 @@ func (e *Engine) watchedOperationsLocked(tx Tx, since time.Time) ([]*durablev1.O
 			continue
 		}
 		r, err := tx.GetOperation(seq)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -60,16 +60,17 @@ type DeadLetterFilter struct {
 	// FailureFingerprint matches the fingerprint of that failure
 	// (PendingActivity.failure_fingerprint) exactly.
 	FailureFingerprint string
-	// DeadAfter keeps letters dead-lettered at or after it; zero: no bound.
-	DeadAfter time.Time
-	// DeadBefore keeps letters dead-lettered before it; zero: no bound.
-	DeadBefore time.Time
+	// DeadLetteredAfter, if set, leaves out letters dead-lettered before it.
+	DeadLetteredAfter time.Time
+	// DeadLetteredBefore, if set, leaves out letters dead-lettered at or
+	// after it.
+	DeadLetteredBefore time.Time
 }
 
 // IsZero reports whether f matches every letter.
 func (f DeadLetterFilter) IsZero() bool {
 	return f.WorkflowID == "" && f.ActivityType == "" && f.FailureType == "" && f.FailureFingerprint == "" &&
-		f.DeadAfter.IsZero() && f.DeadBefore.IsZero()
+		f.DeadLetteredAfter.IsZero() && f.DeadLetteredBefore.IsZero()
 }
 
 // ListDeadLetters returns every dead-lettered activity matching f, oldest
@@ -95,16 +96,21 @@ func (c *Client) ListDeadLetters(ctx context.Context, f DeadLetterFilter) ([]*du
 	}
 }
 
-// Proto is f as the daemon's requests carry it.
+// Proto is f as the daemon's filter message.
 func (f DeadLetterFilter) Proto() *durablev1.DeadLetterFilter {
-	p := &durablev1.DeadLetterFilter{WorkflowId: f.WorkflowID, ActivityType: f.ActivityType, FailureType: f.FailureType, FailureFingerprint: f.FailureFingerprint}
-	if !f.DeadAfter.IsZero() {
-		p.DeadLetteredAfter = timestamppb.New(f.DeadAfter)
+	return &durablev1.DeadLetterFilter{
+		WorkflowId: f.WorkflowID, ActivityType: f.ActivityType, FailureType: f.FailureType,
+		FailureFingerprint: f.FailureFingerprint,
+		DeadLetteredAfter:  timestamp(f.DeadLetteredAfter), DeadLetteredBefore: timestamp(f.DeadLetteredBefore),
 	}
-	if !f.DeadBefore.IsZero() {
-		p.DeadLetteredBefore = timestamppb.New(f.DeadBefore)
+}
+
+// timestamp is t on the wire; the zero time is unset.
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
 	}
-	return p
+	return timestamppb.New(t)
 }
 
 // RedriveOption tunes a redrive.

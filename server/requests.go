@@ -48,7 +48,7 @@ func (v validator) listDeadLetters(r *durablev1.ListDeadLettersRequest) error {
 		func() error { return v.text("failure_type", r.GetFailureType()) },
 		func() error { return v.fingerprint("failure_fingerprint", r.GetFailureFingerprint()) },
 		func() error {
-			return v.window("dead_lettered_after", r.GetDeadLetteredAfter(), "dead_lettered_before", r.GetDeadLetteredBefore())
+			return v.timeRange("dead_lettered_after", r.GetDeadLetteredAfter(), "dead_lettered_before", r.GetDeadLetteredBefore())
 		},
 		func() error { return v.pageSize("page_size", r.GetPageSize()) },
 		func() error { return v.pageToken("next_page_token", r.GetNextPageToken()) },
@@ -107,7 +107,7 @@ func (v validator) deadLetterFilter(path string, f *durablev1.DeadLetterFilter) 
 		func() error { return v.text(field(path, "failure_type"), f.GetFailureType()) },
 		func() error { return v.fingerprint(field(path, "failure_fingerprint"), f.GetFailureFingerprint()) },
 		func() error {
-			return v.window(field(path, "dead_lettered_after"), f.GetDeadLetteredAfter(), field(path, "dead_lettered_before"), f.GetDeadLetteredBefore())
+			return v.timeRange(field(path, "dead_lettered_after"), f.GetDeadLetteredAfter(), field(path, "dead_lettered_before"), f.GetDeadLetteredBefore())
 		},
 	)
 }

@@ -302,8 +302,14 @@ func (v validator) edit(path string, p *durablev1.OptionsPatch) error {
 	return v.optionsPatch(path, p)
 }
 
-// fingerprint checks an opaque failure fingerprint: UTF-8, at most as long
-// as a payload (it is derived from a failure message).
+// patchSetsSomething reports whether p sets at least one field.
+func patchSetsSomething(p *durablev1.OptionsPatch) bool {
+	return p.InitialMs != nil || p.Backoff != nil || p.MaxIntervalMs != nil || p.MaxAttempts != nil ||
+		p.NonRetryable != nil || p.StartToCloseTimeout != nil || p.HeartbeatTimeout != nil || p.ScheduleToCloseTimeout != nil
+}
+
+// fingerprint checks an optional failure fingerprint, which is opaque here:
+// UTF-8, no longer than a payload (it is derived from a failure message).
 func (v validator) fingerprint(path, s string) error {
 	if len(s) > v.maxPayload {
 		return invalidf(path, "must be at most %d bytes, got %d", v.maxPayload, len(s))
@@ -314,24 +320,18 @@ func (v validator) fingerprint(path, s string) error {
 	return nil
 }
 
-// window checks an optional time window: valid timestamps, the start
-// before the end when both are set.
-func (v validator) window(afterPath string, after *timestamppb.Timestamp, beforePath string, before *timestamppb.Timestamp) error {
-	if after != nil && after.CheckValid() != nil {
-		return invalidf(afterPath, "is not a valid timestamp")
+// timeRange checks two optional bounds of a span of time: each a valid
+// timestamp, and the end after the start when both are set.
+func (v validator) timeRange(fromPath string, from *timestamppb.Timestamp, beforePath string, before *timestamppb.Timestamp) error {
+	if from != nil && from.CheckValid() != nil {
+		return invalidf(fromPath, "is not a valid timestamp")
 	}
 	if before != nil && before.CheckValid() != nil {
 		return invalidf(beforePath, "is not a valid timestamp")
 	}
-	if after != nil && before != nil && !after.AsTime().Before(before.AsTime()) {
-		return invalidf(afterPath, "must be before %s, got %s and %s", beforePath,
-			after.AsTime().UTC().Format(time.RFC3339Nano), before.AsTime().UTC().Format(time.RFC3339Nano))
+	if from != nil && before != nil && !before.AsTime().After(from.AsTime()) {
+		return invalidf(beforePath, "must be later than %s (%s), got %s", fromPath,
+			from.AsTime().UTC().Format(time.RFC3339Nano), before.AsTime().UTC().Format(time.RFC3339Nano))
 	}
 	return nil
-}
-
-// patchSetsSomething reports whether p sets at least one field.
-func patchSetsSomething(p *durablev1.OptionsPatch) bool {
-	return p.InitialMs != nil || p.Backoff != nil || p.MaxIntervalMs != nil || p.MaxAttempts != nil ||
-		p.NonRetryable != nil || p.StartToCloseTimeout != nil || p.HeartbeatTimeout != nil || p.ScheduleToCloseTimeout != nil
 }

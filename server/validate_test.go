@@ -142,7 +142,7 @@ func TestRedriveDeadLetters_BadInput(t *testing.T) {
 		}), codes.InvalidArgument, "filter.failure_fingerprint"},
 		{"WindowBackwards", none(func(r *durablev1.RedriveDeadLettersRequest) {
 			r.Filter.DeadLetteredAfter, r.Filter.DeadLetteredBefore = t2, t1
-		}), codes.InvalidArgument, "filter.dead_lettered_after"},
+		}), codes.InvalidArgument, "filter.dead_lettered_before"},
 		{"WindowInvalidTime", none(func(r *durablev1.RedriveDeadLettersRequest) {
 			r.Filter.DeadLetteredBefore = &timestamppb.Timestamp{Nanos: -1}
 		}), codes.InvalidArgument, "filter.dead_lettered_before"},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,9 +44,9 @@ Filters (both subcommands):
   --activity-type T      only activities of this type
   --failure-type T       only letters whose last failure has this type
   --fingerprint F        only letters whose last failure has this fingerprint
-  --dead-after T         only letters dead-lettered at or after T: a span
+  --dead-after WHEN      only letters dead-lettered at or after WHEN: a span
                          back from now (90m, 24h, 7d) or an RFC 3339 time
-  --dead-before T        only letters dead-lettered before T (same forms)
+  --dead-before WHEN     only letters dead-lettered before WHEN
 
 Edit flags (both forms of redrive):
   --initial DUR  --backoff F  --max-interval DUR  --max-attempts N
@@ -82,54 +81,30 @@ func (c *cli) dlq(args []string) int {
 	return c.usageError("dlq", fmt.Sprintf("unknown subcommand %q: want list or redrive", args[0]))
 }
 
-// filterFlags are the dead-letter filters of dlq list and dlq redrive.
-type filterFlags struct {
-	f                     client.DeadLetterFilter
-	deadAfter, deadBefore string
-}
-
-// registerFilterFlags registers the dead-letter filters on fs.
-func registerFilterFlags(fs *flag.FlagSet) *filterFlags {
-	f := &filterFlags{}
-	fs.StringVar(&f.f.WorkflowID, "workflow", "", "only dead letters of this workflow")
-	fs.StringVar(&f.f.ActivityType, "activity-type", "", "only dead letters of this activity type")
-	fs.StringVar(&f.f.FailureType, "failure-type", "", "only dead letters whose last failure has this type")
-	fs.StringVar(&f.f.FailureFingerprint, "fingerprint", "", "only dead letters whose last failure has this fingerprint")
-	fs.StringVar(&f.deadAfter, "dead-after", "", "only dead letters dead-lettered at or after this: a span back from now (90m, 7d) or an RFC 3339 time")
-	fs.StringVar(&f.deadBefore, "dead-before", "", "only dead letters dead-lettered before this (same forms as --dead-after)")
+// filterFlags registers the dead-letter filters on fs.
+func filterFlags(fs *flag.FlagSet) *client.DeadLetterFilter {
+	f := &client.DeadLetterFilter{}
+	fs.StringVar(&f.WorkflowID, "workflow", "", "only dead letters of this workflow")
+	fs.StringVar(&f.ActivityType, "activity-type", "", "only dead letters of this activity type")
+	fs.StringVar(&f.FailureType, "failure-type", "", "only dead letters whose last failure has this type")
+	fs.StringVar(&f.FailureFingerprint, "fingerprint", "", "only dead letters whose last failure has this fingerprint")
+	fs.Var(instantFlag{&f.DeadLetteredAfter}, "dead-after", "only dead letters dead-lettered at or after this `time`: a span back from now (90m, 24h, 7d) or an RFC 3339 time")
+	fs.Var(instantFlag{&f.DeadLetteredBefore}, "dead-before", "only dead letters dead-lettered before this `time` (as --dead-after)")
 	return f
 }
 
-// filter returns the filter the flags give, with spans turned into
-// instants before now; an error is a usage error.
-func (f *filterFlags) filter(now time.Time) (client.DeadLetterFilter, error) {
-	out := f.f
-	var err error
-	if out.DeadAfter, err = parseInstant("--dead-after", f.deadAfter, now); err != nil {
-		return out, err
+// checkFilter reports a filter the daemon would refuse, as a usage error of
+// cmd; -1 when it is fine.
+func (c *cli) checkFilter(cmd string, f *client.DeadLetterFilter) int {
+	if !f.DeadLetteredAfter.IsZero() && !f.DeadLetteredBefore.IsZero() && !f.DeadLetteredBefore.After(f.DeadLetteredAfter) {
+		return c.usageError(cmd, "--dead-before must be later than --dead-after")
 	}
-	if out.DeadBefore, err = parseInstant("--dead-before", f.deadBefore, now); err != nil {
-		return out, err
-	}
-	if !out.DeadAfter.IsZero() && !out.DeadBefore.IsZero() && !out.DeadAfter.Before(out.DeadBefore) {
-		return out, errors.New("--dead-after must be before --dead-before")
-	}
-	return out, nil
-}
-
-// parseInstant reads an instant given as a span back from now or an RFC
-// 3339 time, as --since does; empty is the zero time.
-func parseInstant(flagName, s string, now time.Time) (time.Time, error) {
-	t, err := parseSince(s, now)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%s %q: want a span back from now like 90m, 24h or 7d, or an RFC 3339 time", flagName, s)
-	}
-	return t, nil
+	return -1
 }
 
 func (c *cli) dlqList(args []string) int {
 	fs := c.flagSet("dlq list", dlqUsage)
-	flags := registerFilterFlags(fs)
+	filter := filterFlags(fs)
 	pos, code := c.parse(fs, "dlq list", args)
 	if code >= 0 {
 		return code
@@ -137,16 +112,15 @@ func (c *cli) dlqList(args []string) int {
 	if len(pos) != 0 {
 		return c.usageError("dlq list", fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
-	filter, err := flags.filter(time.Now())
-	if err != nil {
-		return c.usageError("dlq list", err.Error())
+	if code := c.checkFilter("dlq list", filter); code >= 0 {
+		return code
 	}
 	ctx, cl, done, code := c.connect(false)
 	if code >= 0 {
 		return code
 	}
 	defer done()
-	letters, err := cl.ListDeadLetters(ctx, filter)
+	letters, err := cl.ListDeadLetters(ctx, *filter)
 	if err != nil {
 		return c.fail(err)
 	}

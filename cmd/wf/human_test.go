@@ -69,7 +69,7 @@ func TestRedriveAll(t *testing.T) {
 
 	// Without --wait, wf says what it started and returns.
 	r = wf(t, "--addr", addr, "dlq", "redrive", "--all", "--workflow", "all-0", "--reason", "INC-3", "--max-attempts", "3").wantCode(t, exitOK)
-	mustContain(t, r.stdout, "started op-2: redriving 1 dead letter (workflow=all-0) at 50/s, with --max-attempts 3, at once · audit #",
+	mustContain(t, r.stdout, "started op-2: redriving 1 dead letter (workflow=all-0) at 50/s, with max-attempts=3, at once · audit #",
 		"follow it: wf ops describe op-2 · stop it: wf ops cancel op-2")
 	done, err := c.WaitOperation(context.Background(), "op-2", nil)
 	if err != nil || done.GetReleased() != 1 {
@@ -166,7 +166,7 @@ func TestRedriveOneWithEdit(t *testing.T) {
 	addr, c := setup(t)
 	newDriver(t, c, "edit").deadLetter("edit-1")
 	r := wf(t, "--addr", addr, "dlq", "redrive", "edit-1", "1", "--max-attempts", "4", "--start-to-close", "2m", "--non-retryable", "BadInput, Fraud").wantCode(t, exitOK)
-	mustContain(t, r.stdout, `redrove edit-1/1 (ChargeCard): queued as attempt 1 with --max-attempts 4 --non-retryable "BadInput,Fraud" --start-to-close 2m0s · audit #`)
+	mustContain(t, r.stdout, `redrove edit-1/1 (ChargeCard): queued as attempt 1 with max-attempts=4 non-retryable="BadInput,Fraud" start-to-close=2m00s · audit #`)
 	d, err := c.Describe(context.Background(), "edit-1")
 	if err != nil {
 		t.Fatal(err)

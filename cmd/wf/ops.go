@@ -169,8 +169,8 @@ func printOperation(w io.Writer, op *durablev1.Operation, now time.Time) {
 	row(t, "Reason:", dash(op.GetReason()))
 	row(t, "Selection:", opSelection(op))
 	row(t, "Rate:", strconv.FormatFloat(op.GetRate(), 'f', -1, 64)+" letters/s")
-	if e := patchText(op.GetEdit()); e != "" {
-		row(t, "Edit:", e)
+	if op.GetEdit() != nil {
+		row(t, "Edit:", patchText(op.GetEdit()))
 	}
 	row(t, "Matched:", strconv.FormatInt(op.GetMatched(), 10))
 	row(t, "Released:", strconv.FormatInt(op.GetReleased(), 10))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -14,150 +13,184 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
-// patchFlags are the flags that change an activity's retry policy and
-// timeouts: an edit of a redrive (wf dlq redrive) and a policy override
-// (wf policy set) take the same ones, and they mean what an OptionsPatch
-// means. Only the flags given are set in the patch; a flag given as 0 (or
-// --non-retryable "") sets the field to its zero, which means the default.
+// The flags that change activity options, shared by every command that
+// edits them ('wf policy set', 'wf dlq redrive'), so a field has one flag
+// name and one meaning everywhere. Only the flags given are set in the
+// patch: an absent flag leaves the field as the code (or the letter) has it,
+// which is not the same as giving it its zero value.
+
+// patchFlagsHelp lists the flags for a command's usage text.
+const patchFlagsHelp = `  --initial DUR            backoff after the first failure (retry_policy.initial_ms)
+  --backoff F              growth factor of the backoff; below 1 means the default 2
+  --max-interval DUR       cap on a single backoff
+  --max-attempts N         the attempt whose failure dead-letters (0: the daemon's default)
+  --non-retryable T,...    failure types never retried; "" clears the list
+  --start-to-close DUR     how long one attempt may run
+  --heartbeat-timeout DUR  an attempt must heartbeat this often (0: no heartbeat needed)
+  --schedule-to-close DUR  budget for all attempts and waits (0: no budget)
+`
+
+// patchFlags are the option flags of one command.
 type patchFlags struct {
-	fs           *flag.FlagSet
-	initial      time.Duration
-	backoff      float64
-	maxInterval  time.Duration
-	maxAttempts  int
-	nonRetryable string
-	startToClose time.Duration
-	heartbeat    time.Duration
-	schedToClose time.Duration
+	fs *flag.FlagSet
+
+	initial, maxInterval                            time.Duration
+	startToClose, heartbeatTimeout, scheduleToClose time.Duration
+	backoff                                         float64
+	maxAttempts                                     int
+	nonRetryable                                    string
 }
 
-// patchFlagNames are the flags of registerPatchFlags, in the order help
-// texts and the rendering of a patch name them.
+// patchFlagNames are the names registerPatchFlags adds, in the order of
+// patchFlagsHelp.
 var patchFlagNames = []string{
 	"initial", "backoff", "max-interval", "max-attempts", "non-retryable",
 	"start-to-close", "heartbeat-timeout", "schedule-to-close",
 }
 
-// registerPatchFlags registers the patch flags on fs.
+// registerPatchFlags adds the option flags to fs.
 func registerPatchFlags(fs *flag.FlagSet) *patchFlags {
 	p := &patchFlags{fs: fs}
-	fs.DurationVar(&p.initial, "initial", 0, "set the backoff after the first failed attempt")
-	fs.Float64Var(&p.backoff, "backoff", 0, "set the growth factor of the backoff (below 1: the default, 2)")
-	fs.DurationVar(&p.maxInterval, "max-interval", 0, "set the cap on one backoff")
-	fs.IntVar(&p.maxAttempts, "max-attempts", 0, "set the attempt whose failure dead-letters it (0: the daemon's default)")
-	fs.StringVar(&p.nonRetryable, "non-retryable", "", `set the failure types never retried, comma-separated ("" clears them)`)
-	fs.DurationVar(&p.startToClose, "start-to-close", 0, "set how long one attempt may run")
-	fs.DurationVar(&p.heartbeat, "heartbeat-timeout", 0, "set how often a running attempt must heartbeat (0: no heartbeat)")
-	fs.DurationVar(&p.schedToClose, "schedule-to-close", 0, "set the budget for all attempts together (0: none)")
+	fs.DurationVar(&p.initial, "initial", 0, "backoff after the first failure")
+	fs.Float64Var(&p.backoff, "backoff", 0, "growth factor of the backoff (below 1: the default 2)")
+	fs.DurationVar(&p.maxInterval, "max-interval", 0, "cap on a single backoff")
+	fs.IntVar(&p.maxAttempts, "max-attempts", 0, "the attempt whose failure dead-letters (0: the daemon's default)")
+	fs.StringVar(&p.nonRetryable, "non-retryable", "", `failure types never retried, comma-separated ("" clears them)`)
+	fs.DurationVar(&p.startToClose, "start-to-close", 0, "how long one attempt may run")
+	fs.DurationVar(&p.heartbeatTimeout, "heartbeat-timeout", 0, "how often an attempt must heartbeat (0: not at all)")
+	fs.DurationVar(&p.scheduleToClose, "schedule-to-close", 0, "budget for all attempts and waits (0: none)")
 	return p
 }
 
-// given reports whether any patch flag was given.
+// given reports whether any option flag was given.
 func (p *patchFlags) given() bool {
-	n := 0
-	p.visit(func(string) { n++ })
-	return n > 0
-}
-
-func (p *patchFlags) visit(fn func(name string)) {
+	found := false
 	p.fs.Visit(func(f *flag.Flag) {
-		for _, name := range patchFlagNames {
-			if f.Name == name {
-				fn(name)
-			}
+		for _, n := range patchFlagNames {
+			found = found || f.Name == n
 		}
 	})
+	return found
 }
 
-// patch returns the OptionsPatch the given flags make, nil when none was
-// given. An error names the flag and is a usage error.
+// patch returns the OptionsPatch of the flags given (nil when none was),
+// or an error naming the flag whose value cannot be sent.
 func (p *patchFlags) patch() (*durablev1.OptionsPatch, error) {
-	if !p.given() {
-		return nil, nil
-	}
-	out := &durablev1.OptionsPatch{}
+	var out durablev1.OptionsPatch
+	set := false
 	var err error
-	span := func(name string, d time.Duration) *durationpb.Duration {
-		if d < 0 && err == nil {
-			err = fmt.Errorf("--%s must not be negative, got %s", name, d)
+	p.fs.Visit(func(f *flag.Flag) {
+		if err != nil {
+			return
 		}
-		return durationpb.New(d)
-	}
-	p.visit(func(name string) {
-		switch name {
+		switch f.Name {
 		case "initial":
-			out.InitialMs = ptr(span(name, p.initial).AsDuration().Milliseconds())
+			var ms int64
+			if ms, err = millis("--initial", p.initial); err == nil {
+				out.InitialMs = &ms
+			}
 		case "backoff":
 			if math.IsNaN(p.backoff) || math.IsInf(p.backoff, 0) {
-				err = errors.New("--backoff must be a finite number")
+				err = fmt.Errorf("--backoff must be a finite number, got %v", p.backoff)
+				return
 			}
-			out.Backoff = ptr(p.backoff)
+			b := p.backoff
+			out.Backoff = &b
 		case "max-interval":
-			out.MaxIntervalMs = ptr(span(name, p.maxInterval).AsDuration().Milliseconds())
+			var ms int64
+			if ms, err = millis("--max-interval", p.maxInterval); err == nil {
+				out.MaxIntervalMs = &ms
+			}
 		case "max-attempts":
 			if p.maxAttempts < 0 || p.maxAttempts > math.MaxInt32 {
 				err = fmt.Errorf("--max-attempts must be 0 (the daemon's default) or more, got %d", p.maxAttempts)
+				return
 			}
-			out.MaxAttempts = ptr(int32(p.maxAttempts))
+			n := int32(p.maxAttempts)
+			out.MaxAttempts = &n
 		case "non-retryable":
-			out.NonRetryable = &durablev1.StringList{Values: []string{}}
-			if strings.TrimSpace(p.nonRetryable) == "" {
-				break
-			}
-			for _, t := range strings.Split(p.nonRetryable, ",") {
-				if t = strings.TrimSpace(t); t == "" {
-					err = fmt.Errorf("--non-retryable %q has an empty failure type", p.nonRetryable)
-				}
-				out.NonRetryable.Values = append(out.NonRetryable.Values, t)
-			}
+			out.NonRetryable = &durablev1.StringList{Values: splitList(p.nonRetryable)}
 		case "start-to-close":
-			out.StartToCloseTimeout = span(name, p.startToClose)
+			out.StartToCloseTimeout, err = span("--start-to-close", p.startToClose)
 		case "heartbeat-timeout":
-			out.HeartbeatTimeout = span(name, p.heartbeat)
+			out.HeartbeatTimeout, err = span("--heartbeat-timeout", p.heartbeatTimeout)
 		case "schedule-to-close":
-			out.ScheduleToCloseTimeout = span(name, p.schedToClose)
+			out.ScheduleToCloseTimeout, err = span("--schedule-to-close", p.scheduleToClose)
+		default:
+			return
 		}
+		set = true
 	})
-	if err != nil {
+	if err != nil || !set {
 		return nil, err
 	}
-	return out, nil
+	return &out, nil
 }
 
-func ptr[T any](v T) *T { return &v }
+// millis is d in whole milliseconds, the unit of the retry policy's spans.
+func millis(name string, d time.Duration) (int64, error) {
+	if d < 0 {
+		return 0, fmt.Errorf("%s must not be negative, got %s", name, d)
+	}
+	if d%time.Millisecond != 0 {
+		return 0, fmt.Errorf("%s must be a whole number of milliseconds, got %s", name, d)
+	}
+	return d.Milliseconds(), nil
+}
 
-// patchText renders a patch the way the flags spell it, for tables and
-// messages: "--max-attempts 8 --start-to-close 30s"; "" for none.
+func span(name string, d time.Duration) (*durationpb.Duration, error) {
+	if d < 0 {
+		return nil, fmt.Errorf("%s must not be negative, got %s", name, d)
+	}
+	return durationpb.New(d), nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items, so
+// that "" is the empty list.
+func splitList(s string) []string {
+	out := []string{}
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// patchText writes the fields a patch sets the way the flags spell them:
+// "max-attempts=6 start-to-close=30s"; "-" when it sets nothing.
 func patchText(p *durablev1.OptionsPatch) string {
 	if p == nil {
-		return ""
+		return "-"
 	}
 	var parts []string
-	add := func(name, value string) { parts = append(parts, "--"+name+" "+value) }
-	ms := func(n int64) string { return (time.Duration(n) * time.Millisecond).String() }
+	add := func(name, value string) { parts = append(parts, name+"="+value) }
 	if p.InitialMs != nil {
-		add("initial", ms(p.GetInitialMs()))
+		add("initial", human(time.Duration(p.GetInitialMs())*time.Millisecond))
 	}
 	if p.Backoff != nil {
-		add("backoff", strconv.FormatFloat(p.GetBackoff(), 'f', -1, 64))
+		add("backoff", strconv.FormatFloat(p.GetBackoff(), 'g', -1, 64))
 	}
 	if p.MaxIntervalMs != nil {
-		add("max-interval", ms(p.GetMaxIntervalMs()))
+		add("max-interval", human(time.Duration(p.GetMaxIntervalMs())*time.Millisecond))
 	}
 	if p.MaxAttempts != nil {
 		add("max-attempts", strconv.Itoa(int(p.GetMaxAttempts())))
 	}
 	if p.NonRetryable != nil {
-		add("non-retryable", strconv.Quote(strings.Join(p.GetNonRetryable().GetValues(), ",")))
+		add("non-retryable", `"`+strings.Join(p.GetNonRetryable().GetValues(), ",")+`"`)
 	}
 	if p.StartToCloseTimeout != nil {
-		add("start-to-close", p.GetStartToCloseTimeout().AsDuration().String())
+		add("start-to-close", human(p.GetStartToCloseTimeout().AsDuration()))
 	}
 	if p.HeartbeatTimeout != nil {
-		add("heartbeat-timeout", p.GetHeartbeatTimeout().AsDuration().String())
+		add("heartbeat-timeout", human(p.GetHeartbeatTimeout().AsDuration()))
 	}
 	if p.ScheduleToCloseTimeout != nil {
-		add("schedule-to-close", p.GetScheduleToCloseTimeout().AsDuration().String())
+		add("schedule-to-close", human(p.GetScheduleToCloseTimeout().AsDuration()))
+	}
+	if len(parts) == 0 {
+		return "-"
 	}
 	return strings.Join(parts, " ")
 }

@@ -74,7 +74,7 @@ func (a redriveArgs) rateOrDefault() float64 {
 
 func (c *cli) dlqRedrive(args []string) int {
 	fs := c.flagSet("dlq redrive", dlqUsage)
-	flags := registerFilterFlags(fs)
+	filter := filterFlags(fs)
 	edits := registerPatchFlags(fs)
 	all := fs.Bool("all", false, "start a redrive operation on every dead letter that matches the filters")
 	rate := fs.Float64("rate", 0, "with --all: letters released per second (default: the daemon's, 50)")
@@ -87,9 +87,8 @@ func (c *cli) dlqRedrive(args []string) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	filter, err := flags.filter(time.Now())
-	if err != nil {
-		return c.usageError("dlq redrive", err.Error())
+	if code := c.checkFilter("dlq redrive", filter); code >= 0 {
+		return code
 	}
 	edit, err := edits.patch()
 	if err != nil {
@@ -111,7 +110,7 @@ func (c *cli) dlqRedrive(args []string) int {
 	case set["rate"] && !(*rate > 0 && *rate <= maxRate):
 		return c.usageError("dlq redrive", fmt.Sprintf("--rate must be more than 0 and at most %d letters per second", maxRate))
 	}
-	a := redriveArgs{filter: filter, rate: *rate, reason: *reason, edit: edit}
+	a := redriveArgs{filter: *filter, rate: *rate, reason: *reason, edit: edit}
 	switch {
 	case *dryRun:
 		return c.redriveDryRun(a)
@@ -143,8 +142,8 @@ func (c *cli) redriveOne(workflowID, activityID string, a redriveArgs) int {
 		}))
 	}
 	with := ""
-	if e := patchText(a.edit); e != "" {
-		with = " with " + e
+	if a.edit != nil {
+		with = " with " + patchText(a.edit)
 	}
 	fmt.Fprintf(c.stdout, "redrove %s/%s (%s): queued as attempt %d%s · audit #%d\n",
 		act.GetWorkflowId(), act.GetActivityId(), act.GetActivityType(), act.GetAttempt(), with, resp.GetAuditId())
@@ -203,8 +202,8 @@ func (c *cli) redriveDryRun(a redriveArgs) int {
 		fmt.Fprintf(c.stdout, "… and %d more\n", n)
 	}
 	with := ""
-	if e := patchText(a.edit); e != "" {
-		with = ", with " + e
+	if a.edit != nil {
+		with = ", with " + patchText(a.edit)
 	}
 	fmt.Fprintf(c.stdout, "would redrive %d dead %s (%s) at %s/s%s: %s; nothing started\n", resp.GetMatched(),
 		plural(int(resp.GetMatched()), "letter", "letters"), sel, strconv.FormatFloat(rate, 'f', -1, 64), with, about(took))
@@ -278,8 +277,8 @@ func printStarted(w io.Writer, op *durablev1.Operation) {
 		return
 	}
 	with := ""
-	if e := patchText(op.GetEdit()); e != "" {
-		with = ", with " + e
+	if op.GetEdit() != nil {
+		with = ", with " + patchText(op.GetEdit())
 	}
 	fmt.Fprintf(w, "started %s: redriving %d dead %s (%s) at %s/s%s, %s · audit #%d\n", op.GetId(), op.GetMatched(),
 		plural(int(op.GetMatched()), "letter", "letters"), sel, strconv.FormatFloat(op.GetRate(), 'f', -1, 64), with,

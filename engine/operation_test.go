@@ -388,8 +388,8 @@ func TestRedriveOperationFiltersByTimeAndFingerprint(t *testing.T) {
 	if n := dry(&durablev1.DeadLetterFilter{DeadLetteredBefore: ts(times[0])}); n != 0 {
 		t.Errorf("before the first: %d, want 0", n)
 	}
-	// The fingerprint is another engineer's to compute; unset on these
-	// letters, a filter on one matches none of them.
+	// The fingerprint is opaque to the filter; these letters have none, so
+	// a filter on one matches none of them.
 	if n := dry(&durablev1.DeadLetterFilter{FailureFingerprint: "X: down"}); n != 0 {
 		t.Errorf("by a fingerprint no letter has: %d, want 0", n)
 	}

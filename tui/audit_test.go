@@ -129,15 +129,15 @@ func TestAuditViewStates(t *testing.T) {
 	}
 }
 
-func TestTabCyclesThroughTheAuditView(t *testing.T) {
+func TestTabCyclesThroughTheAuditAndOperationsViews(t *testing.T) {
 	t.Parallel()
 	m := setup(t, fixtureBackend(), Params{})
 	var got []screen
-	for range 5 {
+	for range 6 {
 		got = append(got, m.screen)
 		m = press(m, "tab")
 	}
-	if want := []screen{screenAttempts, screenDeadLetters, screenWorkflows, screenAudit, screenAttempts}; !slices.Equal(got, want) {
+	if want := []screen{screenAttempts, screenDeadLetters, screenWorkflows, screenAudit, screenOperations, screenAttempts}; !slices.Equal(got, want) {
 		t.Fatalf("tab goes through %v, want %v", got, want)
 	}
 }

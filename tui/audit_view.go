@@ -29,6 +29,8 @@ func actionName(rpc string) string {
 		return "redrive"
 	case "RedriveDeadLetters":
 		return "bulk redrive"
+	case "CancelOperation":
+		return "cancel op"
 	}
 	return rpc
 }
@@ -48,18 +50,7 @@ func countText(r *durablev1.AuditRecord) string {
 // names, the first of them.
 func selectionText(r *durablev1.AuditRecord, names bool) string {
 	if f := r.GetFilter(); f != nil {
-		var parts []string
-		for _, p := range []struct{ k, v string }{
-			{"wf", f.GetWorkflowId()}, {"type", f.GetActivityType()}, {"fail", f.GetFailureType()},
-		} {
-			if p.v != "" {
-				parts = append(parts, p.k+"="+p.v)
-			}
-		}
-		if len(parts) == 0 {
-			return "every dead letter"
-		}
-		return strings.Join(parts, " ")
+		return filterWords(f)
 	}
 	acts := r.GetActivities()
 	if r.GetMatched() <= 1 && len(acts) == 1 {

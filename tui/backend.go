@@ -26,6 +26,10 @@ type Backend interface {
 	// RedriveList starts a redrive operation on exactly the letters listed,
 	// which the daemon releases at a steady rate, and returns it at once.
 	RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.Operation, error)
+	// CancelOperation stops a running operation: what it released stays
+	// released, the rest stays in the dead-letter queue. reason goes to the
+	// audit log and may be empty. It returns the operation as it stopped.
+	CancelOperation(ctx context.Context, id, reason string) (*durablev1.Operation, error)
 	// AuditLog returns the newest audit records, at most limit of them,
 	// newest first.
 	AuditLog(ctx context.Context, limit int) ([]*durablev1.AuditRecord, error)
@@ -70,6 +74,10 @@ func (b clientBackend) Redrive(ctx context.Context, workflowID, activityID, reas
 
 func (b clientBackend) RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.Operation, error) {
 	return b.c.RedriveList(ctx, p.Refs, client.WithReason(p.Reason), client.WithRate(float64(p.PerSecond)))
+}
+
+func (b clientBackend) CancelOperation(ctx context.Context, id, reason string) (*durablev1.Operation, error) {
+	return b.c.CancelOperation(ctx, id, reason)
 }
 
 func (b clientBackend) AuditLog(ctx context.Context, limit int) ([]*durablev1.AuditRecord, error) {

@@ -81,6 +81,10 @@ func TestBackendAgainstADaemonWithAuth(t *testing.T) {
 		if err := reader.Redrive(ctx, "order-1", "1", ""); err == nil || !strings.HasPrefix(errorText(err), "permission denied: ") {
 			t.Fatalf("Redrive = %v, want permission denied", err)
 		}
+		want = `permission denied: principal "dash" (role reader) may not call CancelOperation`
+		if _, err := reader.CancelOperation(ctx, "op-1", "INC-7"); err == nil || !strings.HasPrefix(errorText(err), want) {
+			t.Fatalf("CancelOperation = %v, want %q", err, want)
+		}
 	})
 
 	t.Run("AnOperatorsBulkRedriveIsOneRecordOnTheStreamAndInTheLog", func(t *testing.T) {
@@ -105,6 +109,12 @@ func TestBackendAgainstADaemonWithAuth(t *testing.T) {
 		resp, err := op.RedriveList(ctx, letter)
 		if err != nil || resp.GetMatched() != 0 || resp.GetState() != durablev1.OperationState_OPERATION_STATE_COMPLETED || resp.GetAuditId() == 0 {
 			t.Fatalf("RedriveList = %v, %v; want a completed operation that matched nothing, with an audit id", resp, err)
+		}
+		// It finished at once: there is nothing left to cancel, and the
+		// daemon says so in words the console shows as they are.
+		want := "failed precondition: operation " + resp.GetId() + " is completed"
+		if _, err := op.CancelOperation(ctx, resp.GetId(), "too late"); err == nil || !strings.HasPrefix(errorText(err), want) {
+			t.Fatalf("CancelOperation = %v, want %q", err, want)
 		}
 		var pushed *durablev1.AuditRecord
 		for pushed == nil || !pushed.GetDone() {

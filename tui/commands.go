@@ -50,6 +50,12 @@ type (
 		op  *durablev1.Operation
 		err error
 	}
+	// cancelDoneMsg answers the cancel of operation id.
+	cancelDoneMsg struct {
+		id  string
+		op  *durablev1.Operation
+		err error
+	}
 )
 
 func connectCmd(ctx context.Context, b Backend, gen int) tea.Cmd {
@@ -111,11 +117,24 @@ func redriveCmd(ctx context.Context, b Backend, job int, r ref, reason string) t
 	}
 }
 
-// redriveListCmd starts one bulk redrive; ctx carries its deadline and lets
-// the operator stop waiting for the answer.
+// redriveListCmd starts one bulk redrive: the daemon answers at once with
+// the operation that releases the letters.
 func redriveListCmd(ctx context.Context, b Backend, job int, p RedriveListParams) tea.Cmd {
 	return func() tea.Msg {
-		op, err := b.RedriveList(ctx, p)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		op, err := b.RedriveList(cctx, p)
 		return redriveDoneMsg{job: job, op: op, err: err}
+	}
+}
+
+// cancelOpCmd cancels an operation; the daemon answers with it as it
+// stopped.
+func cancelOpCmd(ctx context.Context, b Backend, id, reason string) tea.Cmd {
+	return func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		op, err := b.CancelOperation(cctx, id, reason)
+		return cancelDoneMsg{id: id, op: op, err: err}
 	}
 }

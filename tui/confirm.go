@@ -9,14 +9,18 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 )
 
-// confirm is the dialog before a redrive: it fixes the targets at the moment
-// the key was pressed, so what runs is exactly what the count said. y goes
-// ahead at once without a reason (as scripts expect); e opens a line for one.
+// confirm is the dialog before a redrive or the cancel of an operation. A
+// redrive's fixes the targets at the moment the key was pressed, so what runs
+// is exactly what the count said. y goes ahead at once without a reason (as
+// scripts expect); e opens a line for one.
 type confirm struct {
-	refs    []ref
-	what    string // "order-42 / 3 ChargeCard" or "every dead letter failing with Timeout"
-	bulk    bool   // one bulk call, even for a single letter of a group
-	editing bool   // the reason line has the keyboard
+	refs []ref
+	what string // "order-42 / 3 ChargeCard" or "every dead letter failing with Timeout"
+	bulk bool   // one bulk call, even for a single letter of a group
+	// opID, when set, makes this the dialog before cancelling that
+	// operation rather than a redrive.
+	opID    string
+	editing bool // the reason line has the keyboard
 	reason  textinput.Model
 }
 
@@ -31,17 +35,22 @@ func (m Model) askRedrive(refs []ref, what string, bulk bool) Model {
 		return m.say("nothing to redrive")
 	}
 	if m.job != nil {
-		return m.say("a redrive is still running")
+		return m.say("a redrive is still being started")
 	}
+	m.confirm = &confirm{refs: refs, what: what, bulk: bulk, reason: m.reasonInput("e.g. INC-7, gateway is back")}
+	return m
+}
+
+// reasonInput is the dialog's reason line, closed until e opens it.
+func (m Model) reasonInput(placeholder string) textinput.Model {
 	in := textinput.New()
 	in.Prompt = "reason: "
-	in.Placeholder = "e.g. INC-7, gateway is back"
+	in.Placeholder = placeholder
 	in.CharLimit = maxReason
 	in.Width = reasonWidth(m.width)
 	in.PromptStyle = m.styles.Label
 	in.Cursor.SetMode(cursor.CursorStatic)
-	m.confirm = &confirm{refs: refs, what: what, bulk: bulk, reason: in}
-	return m
+	return in
 }
 
 // reasonWidth is how much of the reason the dialog shows: its text width less
@@ -51,9 +60,8 @@ func reasonWidth(termWidth int) int {
 }
 
 // answerConfirm handles a key pressed in the dialog. Without the reason line:
-// y starts the redrive, e opens the reason line, anything else cancels. With
-// it: enter starts the redrive with the reason, esc cancels, the rest is
-// typing.
+// y goes ahead, e opens the reason line, anything else cancels. With it:
+// enter goes ahead with the reason, esc cancels, the rest is typing.
 func (m Model) answerConfirm(msg tea.KeyMsg) (Model, tea.Cmd) {
 	c := *m.confirm
 	k := m.keys
@@ -61,7 +69,7 @@ func (m Model) answerConfirm(msg tea.KeyMsg) (Model, tea.Cmd) {
 		switch {
 		case key.Matches(msg, k.Submit):
 			m.confirm = nil
-			return m.startRedrive(c, strings.TrimSpace(c.reason.Value()))
+			return m.goAhead(c, strings.TrimSpace(c.reason.Value()))
 		case key.Matches(msg, k.Cancel):
 			return m.cancelConfirm(), nil
 		}
@@ -73,7 +81,7 @@ func (m Model) answerConfirm(msg tea.KeyMsg) (Model, tea.Cmd) {
 	switch {
 	case key.Matches(msg, k.Confirm):
 		m.confirm = nil
-		return m.startRedrive(c, "")
+		return m.goAhead(c, "")
 	case key.Matches(msg, k.EditReason):
 		c.editing = true
 		cmd := c.reason.Focus()
@@ -83,7 +91,21 @@ func (m Model) answerConfirm(msg tea.KeyMsg) (Model, tea.Cmd) {
 	return m.cancelConfirm(), nil
 }
 
+// goAhead does what the dialog c asked about.
+func (m Model) goAhead(c confirm, reason string) (Model, tea.Cmd) {
+	if c.opID != "" {
+		return m.cancelOperation(c.opID, reason)
+	}
+	return m.startRedrive(c, reason)
+}
+
 func (m Model) cancelConfirm() Model {
+	c := m.confirm
 	m.confirm = nil
+	if op, ok := m.ops.get(c.opID); ok && isRunning(op) {
+		return m.say(c.opID + " not cancelled: it keeps running")
+	} else if c.opID != "" {
+		return m.say(c.opID + " left as it is")
+	}
 	return m.say("redrive cancelled")
 }

@@ -8,10 +8,13 @@ import (
 	"github.com/charmbracelet/x/ansi"
 )
 
-// confirmView is the redrive dialog, centred in the body. It names what it
+// confirmView is the dialog, centred in the body. A redrive's names what it
 // will touch (the count, the selection and the first letters) and the reason
 // that will go to the audit log.
 func (m Model) confirmView(h int) string {
+	if m.confirm.opID != "" {
+		return m.cancelDialogView(h)
+	}
 	st := m.styles
 	c := m.confirm
 	textW := dialogWidth(m.width)
@@ -24,25 +27,86 @@ func (m Model) confirmView(h int) string {
 	if len(c.refs) > 1 {
 		lines = append(lines, refsLine(c.refs, textW))
 		secs := (len(c.refs) + m.p.RedrivesPerSecond - 1) / m.p.RedrivesPerSecond
-		lines = append(lines, st.Muted.Render(fmt.Sprintf("released at %d per second (~%ds), each as attempt 1", m.p.RedrivesPerSecond, secs)))
+		lines = append(lines,
+			st.Muted.Render(fmt.Sprintf("the daemon releases them at %d/s (~%ds), each as attempt 1;", m.p.RedrivesPerSecond, secs)),
+			st.Muted.Render("x cancels it; quitting the console does not stop it"))
+	} else if c.bulk {
+		lines = append(lines, st.Muted.Render("it runs again as attempt 1, released by a redrive operation"))
 	} else {
 		lines = append(lines, st.Muted.Render("it runs again as attempt 1"))
 	}
 	lines = append(lines, "")
+	lines = append(lines, m.reasonLines("redrive", "cancel")...)
+	return m.dialogBox(lines, h)
+}
+
+// reasonLines are the dialog's last lines: the reason (or how to give one)
+// and the keys, with what y and the rest do.
+func (m Model) reasonLines(yes, no string) []string {
+	st := m.styles
+	c := m.confirm
 	if c.editing {
-		lines = append(lines, c.reason.View(), "",
-			st.Label.Render("enter")+" redrive    "+st.Label.Render("esc")+" cancel")
-	} else {
-		lines = append(lines, st.Label.Render("reason: ")+st.Muted.Render("none · press e to give one for the audit log"), "",
-			st.Label.Render("y")+" redrive    "+st.Label.Render("e")+" give a reason    "+st.Label.Render("any other key")+" cancel")
+		return []string{c.reason.View(), "",
+			st.Label.Render("enter") + " " + yes + "    " + st.Label.Render("esc") + " " + no}
 	}
+	return []string{st.Label.Render("reason: ") + st.Muted.Render("none · press e to give one for the audit log"), "",
+		st.Label.Render("y") + " " + yes + "    " + st.Label.Render("e") + " give a reason    " + st.Label.Render("any other key") + " " + no}
+}
+
+// dialogBox frames the dialog's lines and centres it in h lines.
+func (m Model) dialogBox(lines []string, h int) string {
+	textW := dialogWidth(m.width)
 	// Every line padded to one width, so the box keeps its size when the
 	// reason line opens.
 	for i, l := range lines {
 		lines[i] = fit(l, textW)
 	}
-	box := st.Dialog.Render(strings.Join(lines, "\n"))
+	box := m.styles.Dialog.Render(strings.Join(lines, "\n"))
 	return lipgloss.Place(m.width, h, lipgloss.Center, lipgloss.Center, box)
+}
+
+// cancelDialogView is the dialog before cancelling an operation: it names
+// the operation and says, live, what stays where.
+func (m Model) cancelDialogView(h int) string {
+	st := m.styles
+	c := m.confirm
+	textW := dialogWidth(m.width)
+	lines := []string{st.Warning.Render("Cancel " + c.opID + "?"), ""}
+	op, ok := m.ops.get(c.opID)
+	if !ok {
+		lines = append(lines, st.Muted.Render("the daemon no longer reports it"))
+	} else {
+		what := "a redrive of " + opSelection(op)
+		if op.GetListed() {
+			what = "a redrive of " + plural(int(op.GetMatched()), "dead letter", "dead letters") + " listed by name"
+		}
+		lines = append(lines, ansi.Truncate(what, textW, "…"))
+		started := "started"
+		if p := op.GetPrincipal(); p != "" {
+			started += " by " + p
+		}
+		started += " " + auditAge(m.now, op.GetStartedTime()) + " ago"
+		if r := oneLine(op.GetReason()); r != "" {
+			started += fmt.Sprintf(": %q", r)
+		}
+		lines = append(lines, st.Muted.Render(ansi.Truncate(started, textW, "…")), "")
+		done := fmt.Sprintf("%s: %s of %s released", op.GetId(), thousands(int(op.GetReleased())), thousands(int(op.GetMatched())))
+		if n := op.GetSkipped(); n > 0 {
+			done += fmt.Sprintf(", %s skipped", thousands(int(n)))
+		}
+		if isRunning(op) {
+			done += fmt.Sprintf("; the %s left stay in the DLQ", thousands(int(op.GetLeft())))
+		} else {
+			done = fmt.Sprintf("it has %s meanwhile · %s", opStateName(op.GetState()), done)
+		}
+		lines = append(lines, strings.Split(ansi.Wordwrap(done, textW, " "), "\n")...)
+		if isRunning(op) {
+			lines = append(lines, st.Muted.Render("what it released stays released; nothing more of it goes back"))
+		}
+	}
+	lines = append(lines, "")
+	lines = append(lines, m.reasonLines("cancel "+c.opID, "keep it running")...)
+	return m.dialogBox(lines, h)
 }
 
 // dialogWidth is the width of the dialog's text: the terminal less the box's

@@ -63,6 +63,12 @@ type bulkCall struct {
 	perSecond int
 }
 
+// cancelCall is one call to CancelOperation.
+type cancelCall struct {
+	id     string
+	reason string
+}
+
 // fakeBackend plays one script per Watch call (the last one repeats), then
 // whatever the test sends on live, and records redrives.
 type fakeBackend struct {
@@ -81,6 +87,9 @@ type fakeBackend struct {
 	// bulkGate, when set, holds RedriveList until it is closed or the
 	// call's context ends.
 	bulkGate chan struct{}
+	cancels  []cancelCall
+	// cancelErr fails every cancel.
+	cancelErr error
 }
 
 func (f *fakeBackend) Watch(ctx context.Context) (WatchStream, error) {
@@ -122,7 +131,28 @@ func (f *fakeBackend) RedriveList(ctx context.Context, p RedriveListParams) (*du
 	}
 	n := int64(len(p.Refs))
 	return &durablev1.Operation{Id: "op-7", Kind: "redrive", State: durablev1.OperationState_OPERATION_STATE_RUNNING,
+		Principal: "ana", Role: "operator", Reason: p.Reason, StartedTime: at(0),
 		Matched: n, Left: n, Rate: float64(p.PerSecond), Listed: true, AuditId: auditID}, nil
+}
+
+// CancelOperation answers as the daemon does for a running operation of
+// 300 letters of which 120 were released: cancelled by ana, 180 left.
+func (f *fakeBackend) CancelOperation(_ context.Context, id, reason string) (*durablev1.Operation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancels = append(f.cancels, cancelCall{id: id, reason: reason})
+	if f.cancelErr != nil {
+		return nil, f.cancelErr
+	}
+	return &durablev1.Operation{Id: id, Kind: "redrive", State: durablev1.OperationState_OPERATION_STATE_CANCELLED,
+		Principal: "ana", Matched: 300, Released: 120, Left: 180, Rate: 50, StartedTime: at(-10 * time.Second),
+		FinishedTime: at(0), CancelledBy: "ana", CancelReason: reason}, nil
+}
+
+func (f *fakeBackend) cancelCalls() []cancelCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]cancelCall(nil), f.cancels...)
 }
 
 func (f *fakeBackend) AuditLog(_ context.Context, limit int) ([]*durablev1.AuditRecord, error) {
@@ -301,4 +331,32 @@ func fixtureAudit() []*durablev1.AuditRecord {
 			Activities: refs("order-0901/1", "order-0902/1", "order-0903/1", "order-0904/1", "order-0905/1",
 				"order-0906/1", "order-0907/1", "order-0908/1", "order-0909/1", "order-0910/1")},
 	}
+}
+
+// fixtureOperations are a running redrive with some of every count, one
+// cancelled half way and one long completed.
+func fixtureOperations() []*durablev1.Operation {
+	return []*durablev1.Operation{
+		{Id: "op-4", Kind: "redrive", State: durablev1.OperationState_OPERATION_STATE_COMPLETED,
+			Principal: "ana", Role: "operator", Reason: "INC-5", Filter: &durablev1.DeadLetterFilter{},
+			Rate: 50, Matched: 3, Released: 3, StartedTime: at(-61 * time.Minute), FinishedTime: at(-61*time.Minute + 40*time.Millisecond), AuditId: 38},
+		{Id: "op-6", Kind: "redrive", State: durablev1.OperationState_OPERATION_STATE_RUNNING,
+			Principal: "ana", Role: "operator", Reason: "INC-7 gateway back, redriving the timeouts",
+			Filter: &durablev1.DeadLetterFilter{ActivityType: "ChargeCard", FailureType: "GatewayTimeout"},
+			Rate: 5, Matched: 300, Released: 120, Skipped: 2, ReDeadLettered: 1, Left: 178,
+			StartedTime: at(-25 * time.Second), AuditId: 42},
+		{Id: "op-5", Kind: "redrive", State: durablev1.OperationState_OPERATION_STATE_CANCELLED,
+			Principal: "ops-bot", Role: "operator", Listed: true, Rate: 50, Matched: 40, Released: 12, Left: 28,
+			StartedTime: at(-10 * time.Minute), FinishedTime: at(-10*time.Minute + 3*time.Second), AuditId: 40,
+			CancelledBy: "ana", CancelReason: "wrong group"},
+	}
+}
+
+// opsBackend is fixtureBackend with operations in the snapshot.
+func opsBackend() *fakeBackend {
+	f := fixtureBackend()
+	evs := snapshot(fixtureActivities(), fixtureWorkflows())
+	evs[0].Operations = fixtureOperations()
+	f.scripts = []script{{events: evs}}
+	return f
 }

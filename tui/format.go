@@ -259,3 +259,28 @@ func thousands(n int) string {
 	}
 	return b.String()
 }
+
+// filterWords is what a dead-letter filter selects: "wf=… type=… fail=…
+// fingerprint=… after=… before=…", or "every dead letter" for the empty one.
+func filterWords(f *durablev1.DeadLetterFilter) string {
+	stamp := func(t *timestamppb.Timestamp) string {
+		if t == nil {
+			return ""
+		}
+		return t.AsTime().UTC().Format(time.RFC3339)
+	}
+	var parts []string
+	for _, p := range []struct{ k, v string }{
+		{"wf", f.GetWorkflowId()}, {"type", f.GetActivityType()}, {"fail", f.GetFailureType()},
+		{"fingerprint", f.GetFailureFingerprint()},
+		{"after", stamp(f.GetDeadLetteredAfter())}, {"before", stamp(f.GetDeadLetteredBefore())},
+	} {
+		if p.v != "" {
+			parts = append(parts, p.k+"="+p.v)
+		}
+	}
+	if len(parts) == 0 {
+		return "every dead letter"
+	}
+	return strings.Join(parts, " ")
+}

@@ -88,6 +88,11 @@ func TestGoldenViews(t *testing.T) {
 		{name: "Audit", backend: fixtureBackend, keys: []string{"4"}, waitFor: "INC-7"},
 		{name: "AuditRecord", backend: fixtureBackend, keys: []string{"4"}, waitFor: "INC-7",
 			more: []string{"j", "enter"}, waitMore: "audit record #41"},
+		{name: "Operations", backend: opsBackend, keys: []string{"5"}},
+		{name: "Operation", backend: opsBackend, keys: []string{"5", "enter"}, waitFor: "audit record"},
+		{name: "CancelDialog", backend: opsBackend, keys: []string{"5", "x"}, waitFor: "Cancel op-6?"},
+		{name: "CancelDialogReason", backend: opsBackend, keys: []string{"5", "x", "e", "INC-7 the fix did not hold"}, waitFor: "did not hold"},
+		{name: "RedriveRunning", backend: fixtureBackend, keys: []string{"2", "R", "y"}, waitFor: "op-7 redriving"},
 		{name: "Disconnected", backend: func() *fakeBackend {
 			f := fixtureBackend()
 			f.scripts = []script{

@@ -44,12 +44,14 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.show(screenWorkflows), nil
 	case key.Matches(msg, k.Audit):
 		return m.show(screenAudit), nil
+	case key.Matches(msg, k.Operations):
+		return m.show(screenOperations), nil
 	case key.Matches(msg, k.NextView):
 		current := m.screen
 		if !current.isList() {
 			current = m.back
 		}
-		return m.show((current + 1) % (screenAudit + 1)), nil
+		return m.show((current + 1) % (lastList + 1)), nil
 	case key.Matches(msg, k.Up):
 		return m.move(-1), nil
 	case key.Matches(msg, k.Down):
@@ -83,8 +85,8 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.redriveSelected(), nil
 	case key.Matches(msg, k.RedriveAll):
 		return m.redriveAll(), nil
-	case key.Matches(msg, k.Stop):
-		return m.stopRedrive(), nil
+	case key.Matches(msg, k.CancelOp):
+		return m.askCancel(m.cancelTarget()), nil
 	}
 	return m, nil
 }
@@ -98,7 +100,7 @@ func (m Model) show(s screen) Model {
 // escape leaves the detail or timeline, or else clears the filter and grouping.
 func (m Model) escape() Model {
 	switch m.screen {
-	case screenDetail, screenTimeline, screenAuditRecord:
+	case screenDetail, screenTimeline, screenAuditRecord, screenOperation:
 		m.screen = m.back
 		return m
 	}
@@ -193,6 +195,11 @@ func (m Model) open() (tea.Model, tea.Cmd) {
 		if r := m.selectedAudit(); r != nil {
 			m.back, m.screen = m.screen, screenAuditRecord
 			m.audit.open, m.audit.scroll = r.GetId(), 0
+		}
+	case screenOperations:
+		if op := m.selectedOp(); op != nil {
+			m.back, m.screen = m.screen, screenOperation
+			m.ops.open, m.ops.scroll = op.GetId(), 0
 		}
 	}
 	return m, nil

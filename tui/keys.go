@@ -15,6 +15,7 @@ type KeyMap struct {
 	DeadLetter key.Binding
 	Workflows  key.Binding
 	Audit      key.Binding
+	Operations key.Binding
 	NextView   key.Binding
 	Filter     key.Binding
 	Open       key.Binding
@@ -22,10 +23,10 @@ type KeyMap struct {
 	Redrive    key.Binding
 	RedriveAll key.Binding
 	Group      key.Binding
-	Stop       key.Binding
+	CancelOp   key.Binding
 	Help       key.Binding
 	Quit       key.Binding
-	// The redrive dialog's own keys.
+	// The keys of a dialog (a redrive, or the cancel of an operation).
 	Confirm    key.Binding
 	EditReason key.Binding
 	Submit     key.Binding
@@ -45,6 +46,7 @@ func DefaultKeyMap() KeyMap {
 		DeadLetter: key.NewBinding(key.WithKeys("2"), key.WithHelp("2", "dead letters")),
 		Workflows:  key.NewBinding(key.WithKeys("3"), key.WithHelp("3", "workflows")),
 		Audit:      key.NewBinding(key.WithKeys("4"), key.WithHelp("4", "audit log")),
+		Operations: key.NewBinding(key.WithKeys("5"), key.WithHelp("5", "operations")),
 		NextView:   key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next view")),
 		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Open:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
@@ -52,7 +54,7 @@ func DefaultKeyMap() KeyMap {
 		Redrive:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "redrive")),
 		RedriveAll: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "redrive all shown")),
 		Group:      key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "group by failure")),
-		Stop:       key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "stop bulk redrive")),
+		CancelOp:   key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "cancel operation")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),
@@ -80,7 +82,7 @@ func (k KeyMap) navigation() []key.Binding {
 }
 
 func (k KeyMap) views() []key.Binding {
-	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.Audit, k.NextView}
+	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.Audit, k.Operations, k.NextView}
 }
 
 func (k KeyMap) forScreen(s screen) screenKeys {
@@ -94,7 +96,7 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 		own = []key.Binding{k.Open, k.Filter}
 	case screenDeadLetters:
 		own = []key.Binding{k.Redrive, k.RedriveAll, k.Group, k.Open, k.Filter}
-		full = []key.Binding{k.Redrive, k.RedriveAll, reason, k.Stop, k.Group, k.Open, k.Filter}
+		full = []key.Binding{k.Redrive, k.RedriveAll, reason, k.CancelOp, k.Group, k.Open, k.Filter}
 	case screenWorkflows:
 		own = []key.Binding{k.Open, k.Filter}
 	case screenDetail:
@@ -104,8 +106,14 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 		own = []key.Binding{k.Back, k.Up, k.Down}
 	case screenAudit:
 		own = []key.Binding{k.Open}
+	case screenOperations:
+		own = []key.Binding{k.Open, k.CancelOp}
+		full = []key.Binding{k.Open, k.CancelOp, reason}
 	case screenAuditRecord:
 		own = []key.Binding{k.Back, k.Up, k.Down}
+	case screenOperation:
+		own = []key.Binding{k.Back, k.CancelOp, k.Up, k.Down}
+		full = append(append([]key.Binding{}, own...), reason)
 	}
 	if full == nil {
 		full = own
@@ -116,12 +124,18 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 	}
 }
 
-// forDialog is the help of the redrive dialog: what y, e, enter and esc do
-// there, whatever screen is underneath.
-func (k KeyMap) forDialog(editing bool) screenKeys {
-	own := []key.Binding{k.Confirm, k.EditReason, k.Cancel}
-	if editing {
-		own = []key.Binding{k.Submit, k.Cancel}
+// forDialog is the help of a dialog: what y, e, enter and esc do there,
+// whatever screen is underneath.
+func (k KeyMap) forDialog(c *confirm) screenKeys {
+	yes, submit, no := k.Confirm, k.Submit, k.Cancel
+	if c.opID != "" {
+		yes.SetHelp("y", "cancel "+c.opID)
+		submit.SetHelp("enter", "cancel it with this reason")
+		no.SetHelp("esc", "keep it running")
+	}
+	own := []key.Binding{yes, k.EditReason, no}
+	if c.editing {
+		own = []key.Binding{submit, no}
 	}
 	return screenKeys{short: own, full: [][]key.Binding{own}}
 }

@@ -15,20 +15,25 @@ import (
 // screen is what fills the body of the console.
 type screen int
 
-// The list screens come first, in tab order; the ones after screenAudit are
-// opened from a list and return to it.
+// The list screens come first, in tab order; the ones after
+// screenOperations are opened from a list and return to it.
 const (
 	screenAttempts screen = iota
 	screenDeadLetters
 	screenWorkflows
 	screenAudit
+	screenOperations
 	screenDetail
 	screenTimeline
 	screenAuditRecord
+	screenOperation
 )
 
+// lastList is the last list screen: tab goes round to the first after it.
+const lastList = screenOperations
+
 // isList reports whether s is a list screen with a tab in the header.
-func (s screen) isList() bool { return s <= screenAudit }
+func (s screen) isList() bool { return s <= lastList }
 
 // Params configure New. Only Backend is required.
 type Params struct {
@@ -48,7 +53,7 @@ type Params struct {
 	// after the stream failed. Default: 500ms doubling, capped at 10s.
 	ReconnectDelayFunc func(n int) time.Duration
 	// RedrivesPerSecond is the rate at which the daemon releases the
-	// letters of a bulk redrive. Default 50.
+	// letters of a redrive operation the console starts. Default 50.
 	RedrivesPerSecond int
 }
 
@@ -73,6 +78,7 @@ type conn struct {
 	lastErr   string
 	stageActs []*durablev1.PendingActivity
 	stageWfs  []*durablev1.WorkflowInfo
+	stageOps  []*durablev1.Operation
 }
 
 // list is the cursor of one list screen.
@@ -117,7 +123,7 @@ type Model struct {
 
 	screen    screen
 	back      screen // where esc returns from a detail, a timeline or an audit record
-	lists     [screenAudit + 1]list
+	lists     [lastList + 1]list
 	grouped   bool
 	groupList list
 	filtering bool
@@ -125,10 +131,17 @@ type Model struct {
 	detail   detail
 	timeline timeline
 	audit    *auditLog
+	ops      *opLog
 	confirm  *confirm
 	job      *redriveJob // the redrive being waited on, if any
 	jobs     int         // redrives started, for telling answers apart
-	flash    flash
+	// follow are the operations this console started that have not been
+	// seen finishing, oldest first: the newest running one has the status
+	// line, and each says how it ended when it does.
+	follow []string
+	// cancelling is the operation whose cancel is being waited on.
+	cancelling string
+	flash      flash
 }
 
 // flash is the outcome of the last action, shown under the header until a
@@ -195,6 +208,7 @@ func New(p Params) Model {
 		now:    p.ClockFunc(),
 		st:     newState(),
 		audit:  newAuditLog(),
+		ops:    newOpLog(),
 	}
 }
 

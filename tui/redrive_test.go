@@ -69,7 +69,7 @@ func TestRedriveKeypress(t *testing.T) {
 			}
 			switch {
 			case len(c.bulk) > 0:
-				waitFor(t, tm, "started op-7")
+				waitFor(t, tm, "op-7 redriving")
 			case len(c.single) > 0:
 				waitFor(t, tm, "redrove")
 			}
@@ -89,63 +89,6 @@ func TestRedriveKeypress(t *testing.T) {
 				t.Fatalf("after cancel: job=%v confirm=%v flash=%q", final.job, final.confirm, final.flash.text)
 			}
 		})
-	}
-}
-
-// TestBulkRedriveProgressCountsOutcomes checks that progress is what the Watch
-// stream shows happening to the letters, not what was acknowledged, and that
-// the answer is summed up in a flash that goes away.
-func TestBulkRedriveProgressCountsOutcomes(t *testing.T) {
-	t.Parallel()
-	m := setup(t, fixtureBackend(), Params{})
-	m = feed(m, snapshot(fixtureActivities(), fixtureWorkflows())...)
-	m = press(m, "2")
-	m = press(m, "R")
-	if m.confirm == nil || len(m.confirm.refs) != 3 {
-		t.Fatalf("confirm = %+v, want a dialog for 3 letters", m.confirm)
-	}
-	next, cmd := m.Update(keys("y")[0])
-	m = next.(Model)
-	if m.job == nil || !m.job.bulk || cmd == nil {
-		t.Fatalf("after y: job = %+v, cmd = %v; want a bulk call under way", m.job, cmd)
-	}
-	status := func() string { return strings.Split(ansi.Strip(m.View()), "\n")[1] }
-	if s := status(); !strings.Contains(s, "0/3 back in their queues") {
-		t.Fatalf("status %q, want nothing seen yet", s)
-	}
-
-	upsert := func(a *durablev1.PendingActivity) *durablev1.WatchEvent {
-		return &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT, Activities: []*durablev1.PendingActivity{a}}
-	}
-	// Redriven: scheduled again as attempt 1.
-	m = feed(m, upsert(act("order-0995", "2", "SendEmail", stScheduled, 1, 5)))
-	// Still dead-lettered (its redrive count changed, say): not an outcome.
-	still := act("order-0991", "1", "ChargeCard", stDead, 5, 5)
-	still.DeadLetteredTime = at(-3 * time.Minute)
-	m = feed(m, upsert(still))
-	if s := status(); !strings.Contains(s, "1/3 back in their queues") {
-		t.Fatalf("status %q, want 1 of 3 seen", s)
-	}
-	// Gone: its workflow closed, say.
-	m = feed(m, &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE,
-		Removed: []*durablev1.ActivityRef{{WorkflowId: "order-0990", ActivityId: "1"}}})
-	next, _ = m.Update(tickMsg{now: t0.Add(4 * time.Second)})
-	m = next.(Model)
-	// Two seen in 4s: the last one is due in about 2s.
-	if s := status(); !strings.Contains(s, "2/3 back in their queues · ~2.0s left") {
-		t.Fatalf("status %q, want 2 of 3 seen and 2s left at that pace", s)
-	}
-
-	next, _ = m.Update(redriveDoneMsg{job: m.job.id, op: &durablev1.Operation{Id: "op-9", Matched: 3, Rate: 50, AuditId: 41}})
-	m = next.(Model)
-	want := "started op-9: redriving 3 dead letters at 50/s · audit record #41"
-	if m.job != nil || strings.TrimSpace(status()) != want {
-		t.Fatalf("after the answer: job = %v, status %q, want %q", m.job, status(), want)
-	}
-	next, _ = m.Update(tickMsg{now: t0.Add(4*time.Second + flashFor)})
-	m = next.(Model)
-	if s := strings.TrimSpace(status()); s != "" {
-		t.Fatalf("status %q after %v, want the flash gone", s, flashFor)
 	}
 }
 
@@ -179,31 +122,6 @@ func TestRedriveErrorsAreShownPlainly(t *testing.T) {
 				t.Fatalf("job = %v, flash = %+v; want the job over and a warning", final.job, final.flash)
 			}
 		})
-	}
-}
-
-// TestStopKeyEndsABulkRedrive: x ends the call, so the daemon stops releasing
-// letters, and another redrive may start.
-func TestStopKeyEndsABulkRedrive(t *testing.T) {
-	t.Parallel()
-	fake := fixtureBackend()
-	fake.bulkGate = make(chan struct{}) // the daemon never finishes by itself
-	tm := teatest.NewTestModel(t, setup(t, fake, Params{}), teatest.WithInitialTermSize(100, 30))
-	waitFor(t, tm, "order-1001")
-	for _, k := range keys("2", "R", "y") {
-		tm.Send(k)
-	}
-	waitFor(t, tm, "x stops")
-	tm.Send(keys("R")[0])
-	waitFor(t, tm, "a redrive is still running")
-	tm.Send(keys("x")[0])
-	waitFor(t, tm, "redrive stopped: 0 of 3 back in their queues")
-	if err := tm.Quit(); err != nil {
-		t.Fatal(err)
-	}
-	final := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(Model)
-	if final.job != nil || len(fake.bulkCalls()) != 1 {
-		t.Fatalf("job = %v, %d bulk calls; want the job over after one call", final.job, len(fake.bulkCalls()))
 	}
 }
 

@@ -180,10 +180,12 @@ func TestKeysArrivingTogetherAreTakenOneByOne(t *testing.T) {
 func TestTinyTerminalsDoNotPanic(t *testing.T) {
 	t.Parallel()
 	for _, size := range [][2]int{{1, 1}, {10, 3}, {20, 5}, {40, 8}} {
-		for _, path := range [][]string{{}, {"2"}, {"2", "g"}, {"3"}, {"3", "enter"}, {"enter"}, {"2", "R"}, {"2", "R", "e", "INC-7"}, {"?"}, {"4"}, {"4", "enter"}} {
+		for _, path := range [][]string{{}, {"2"}, {"2", "g"}, {"3"}, {"3", "enter"}, {"enter"}, {"2", "R"}, {"2", "R", "e", "INC-7"}, {"?"}, {"4"}, {"4", "enter"}, {"5"}, {"5", "enter"}, {"5", "x"}, {"5", "x", "e", "INC-7"}} {
 			m := setup(t, fixtureBackend(), Params{})
 			next, _ := m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
-			m = feed(next.(Model), snapshot(fixtureActivities(), fixtureWorkflows())...)
+			evs := snapshot(fixtureActivities(), fixtureWorkflows())
+			evs[0].Operations = fixtureOperations()
+			m = feed(next.(Model), evs...)
 			next, _ = m.Update(auditMsg{records: fixtureAudit()})
 			m = next.(Model)
 			for _, k := range path {

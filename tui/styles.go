@@ -94,3 +94,16 @@ func (s Styles) status(st durablev1.WorkflowStatus) lipgloss.Style {
 	}
 	return s.Row
 }
+
+// opState colours an operation's state: in progress, done, or stopped short.
+func (s Styles) opState(st durablev1.OperationState) lipgloss.Style {
+	switch st {
+	case durablev1.OperationState_OPERATION_STATE_RUNNING:
+		return s.Progress
+	case durablev1.OperationState_OPERATION_STATE_COMPLETED:
+		return s.Completed
+	case durablev1.OperationState_OPERATION_STATE_CANCELLED:
+		return s.Retrying
+	}
+	return s.Row
+}

@@ -34,7 +34,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.conn.stream = msg.stream
-		m.conn.stageActs, m.conn.stageWfs = nil, nil
+		m.conn.stageActs, m.conn.stageWfs, m.conn.stageOps = nil, nil, nil
 		return m, recvCmd(msg.stream, msg.gen)
 	case watchEventMsg:
 		if msg.gen != m.conn.gen {
@@ -68,6 +68,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case redriveDoneMsg:
 		// The outcome may take two lines: keep the cursor on screen.
 		return m.redriveDone(msg).clampAll(), nil
+	case cancelDoneMsg:
+		return m.cancelDone(msg).clampAll(), nil
 	case tea.KeyMsg:
 		return m.key(msg)
 	}
@@ -87,19 +89,24 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT:
 		m.conn.stageActs = append(m.conn.stageActs, ev.GetActivities()...)
 		m.conn.stageWfs = append(m.conn.stageWfs, ev.GetWorkflows()...)
+		m.conn.stageOps = append(m.conn.stageOps, ev.GetOperations()...)
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE:
 		m.st.replaceWith(m.conn.stageActs, m.conn.stageWfs)
-		m.conn.stageActs, m.conn.stageWfs = nil, nil
+		m.ops.replaceWith(m.conn.stageOps)
+		m.conn.stageActs, m.conn.stageWfs, m.conn.stageOps = nil, nil, nil
 		m.conn.live, m.conn.synced, m.conn.retrying = true, true, false
 		m.conn.failures, m.conn.lastErr = 0, ""
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT:
 		m.st.upsertActivities(ev.GetActivities())
 		m.st.upsertWorkflows(ev.GetWorkflows())
 		m.audit.upsert(ev.GetAuditRecords())
+		m.ops.upsert(ev.GetOperations())
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE:
 		m.st.removeActivities(ev.GetRemoved())
 	}
-	m.job.observe(ev, m.st)
+	if len(ev.GetOperations()) > 0 || ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
+		m = m.settle()
+	}
 	return m.clampAll()
 }
 
@@ -156,13 +163,8 @@ func (m Model) tickInterval() time.Duration {
 			urgent = waitOf(a, m.now).urgent
 		}
 	}
-	switch {
-	case urgent:
+	if urgent {
 		return 100 * time.Millisecond
-	case m.job != nil && m.job.bulk:
-		// The time left is elapsed time over letters seen: a finer clock
-		// keeps it from jumping.
-		return 250 * time.Millisecond
 	}
 	return time.Second
 }
@@ -181,6 +183,8 @@ func (m Model) listLen(s screen) int {
 		return m.st.workflows.Len()
 	case screenAudit:
 		return len(m.audit.order)
+	case screenOperations:
+		return m.ops.set.Len()
 	}
 	return 0
 }
@@ -201,7 +205,7 @@ func (m Model) bodyRows() int {
 // clampAll keeps every cursor inside its list and on screen after the data or
 // the size changed.
 func (m Model) clampAll() Model {
-	for _, s := range []screen{screenAttempts, screenDeadLetters, screenWorkflows, screenAudit} {
+	for s := screenAttempts; s <= lastList; s++ {
 		m = m.clamp(s)
 	}
 	return m
@@ -232,6 +236,9 @@ func (m Model) move(delta int) Model {
 		return m
 	case screenAuditRecord:
 		m.audit.scroll = max(m.audit.scroll+delta, 0)
+		return m
+	case screenOperation:
+		m.ops.scroll = max(m.ops.scroll+delta, 0)
 		return m
 	}
 	l := m.cursorOf(m.screen)

@@ -7,6 +7,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
 // View renders the console from the model alone: the clock is m.now, never
@@ -30,6 +31,10 @@ func (m Model) View() string {
 		body = m.auditView(bodyH)
 	case screenAuditRecord:
 		body = m.auditRecordView(bodyH)
+	case screenOperations:
+		body = m.operationsView(bodyH)
+	case screenOperation:
+		body = m.operationView(bodyH)
 	}
 	if m.confirm != nil {
 		body = m.confirmView(bodyH)
@@ -57,13 +62,33 @@ func block(s string, w, h int) string {
 
 func (m Model) helpView() string {
 	if m.confirm != nil {
-		return m.help.View(m.keys.forDialog(m.confirm.editing))
+		return m.help.View(m.keys.forDialog(m.confirm))
 	}
-	keys := m.keys.forScreen(m.screen)
-	if m.job != nil && m.job.bulk {
-		keys.short = append([]key.Binding{m.keys.Stop}, keys.short...)
+	km := m.keys
+	// Quitting leaves an operation running in the daemon: the help says so
+	// while one this console started runs.
+	if ops := m.StillRunning(); len(ops) > 0 {
+		km.Quit.SetHelp("q", "quit ("+ops[len(ops)-1].GetId()+" keeps running)")
+	}
+	keys := km.forScreen(m.screen)
+	if op := m.statusOp(); op != nil && m.screen != screenOperations && m.screen != screenOperation {
+		x := km.CancelOp
+		x.SetHelp("x", "cancel "+op.GetId())
+		keys.short = append([]key.Binding{x}, keys.short...)
 	}
 	return m.help.View(keys)
+}
+
+// statusOp is the running operation the status line follows: the newest one
+// this console started, or else the newest one running.
+func (m Model) statusOp() *durablev1.Operation {
+	if op := m.followed(); op != nil {
+		return op
+	}
+	if ops := m.ops.running(); len(ops) > 0 {
+		return ops[0]
+	}
+	return nil
 }
 
 func (m Model) headerView() string {
@@ -97,6 +122,7 @@ func (m Model) tabsView(compact bool) string {
 		{screenDeadLetters, fmt.Sprintf("2 dead letters (%s)", thousands(m.st.deadTotal))},
 		{screenWorkflows, fmt.Sprintf("3 workflows (%s)", thousands(len(m.st.wfs)))},
 		{screenAudit, "4 audit"},
+		{screenOperations, "5 ops"},
 	}
 	parts := []string{st.Title.Render("wfui")}
 	current := m.screen
@@ -128,8 +154,9 @@ func (m Model) connLabel() string {
 }
 
 // statusView is the line under the header (two for an error): the filter
-// being typed, a disconnection, an error, the outcome of the last action, or
-// a redrive's progress.
+// being typed, a disconnection, an error, the outcome of the last action, a
+// redrive being started or an operation's progress (the one this console
+// started before the filter, one started elsewhere after it).
 func (m Model) statusView() string {
 	st := m.styles
 	var s string
@@ -151,13 +178,19 @@ func (m Model) statusView() string {
 	case m.flash.text != "":
 		s = st.Label.Render(m.flash.text)
 	case m.job != nil && m.job.bulk:
-		s = st.Progress.Render(m.job.progressLine(m.width, m.now))
+		s = st.Progress.Render("starting a redrive of " + plural(len(m.job.refs), "dead letter", "dead letters") + "…")
 	case m.job != nil:
 		s = st.Progress.Render("redriving " + m.job.refs[0].String() + "…")
+	case m.cancelling != "" && (m.statusOp() == nil || m.statusOp().GetId() != m.cancelling):
+		s = st.Progress.Render("cancelling " + m.cancelling + "…")
+	case m.followed() != nil:
+		s = st.Progress.Render(m.opProgressLine(m.followed()))
 	case m.filterText() != "":
 		s = st.Filter.Render(fmt.Sprintf("filter /%s — %s shown · esc clears", m.filterText(), thousands(m.listLen(m.screen))))
 	case !m.conn.synced:
 		s = st.Muted.Render("waiting for the daemon's snapshot…")
+	case m.statusOp() != nil:
+		s = st.Progress.Render(m.opProgressLine(m.statusOp()))
 	}
 	return ansi.Truncate(s, m.width, "…")
 }

@@ -1,0 +1,364 @@
+package tui
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// opColumns keep the progress and the times on a narrow terminal; who, what
+// and the finer counts come back as it widens (the full record has them all).
+var opColumns = []column{
+	{title: "ID", min: 5},
+	{title: "STATE", min: 9},
+	{title: "BY", min: 7, drop: 2},
+	{title: "SELECTION", min: 14, grow: 4, drop: 3},
+	{title: "PROGRESS", min: 18},
+	{title: "SKIPPED", min: 7, drop: 4},
+	{title: "DEAD AGAIN", min: 10, drop: 4},
+	{title: "RATE", min: 5, drop: 5},
+	{title: "STARTED", min: 10},
+	{title: "FINISHED", min: 10},
+	{title: "REASON", min: 10, grow: 3, drop: 1},
+}
+
+// opStateName is an operation's state in a word.
+func opStateName(s durablev1.OperationState) string {
+	switch s {
+	case durablev1.OperationState_OPERATION_STATE_RUNNING:
+		return "running"
+	case durablev1.OperationState_OPERATION_STATE_COMPLETED:
+		return "completed"
+	case durablev1.OperationState_OPERATION_STATE_CANCELLED:
+		return "cancelled"
+	}
+	return "unknown"
+}
+
+// rateText is a rate as the operator typed it: "50/s", "2.5/s".
+func rateText(r float64) string {
+	return strconv.FormatFloat(r, 'f', -1, 64) + "/s"
+}
+
+// opTimeLeft is how long the letters not yet released take at the
+// operation's rate, from the daemon's figures, rounded up to a tenth of a
+// second so that work left never reads as none.
+func opTimeLeft(op *durablev1.Operation) time.Duration {
+	if op.GetRate() <= 0 {
+		return 0
+	}
+	tenths := math.Ceil(float64(op.GetLeft()) / op.GetRate() * 10)
+	return time.Duration(tenths) * 100 * time.Millisecond
+}
+
+// bar draws done of total in w cells: [#####-----].
+func bar(done, total int64, w int) string {
+	filled := 0
+	if total > 0 {
+		filled = int(min(done, total) * int64(w) / total)
+	} else {
+		filled = w
+	}
+	return "[" + strings.Repeat("#", filled) + strings.Repeat("-", w-filled) + "]"
+}
+
+// opSelection says what an operation selected: its filter, or how many
+// letters it was given by name.
+func opSelection(op *durablev1.Operation) string {
+	if op.GetListed() {
+		return thousands(int(op.GetMatched())) + " listed"
+	}
+	return filterWords(op.GetFilter())
+}
+
+// opCounts is "120/300 released", with the skipped and re-dead-lettered
+// letters when there are any.
+func opCounts(op *durablev1.Operation) string {
+	s := fmt.Sprintf("%s/%s released", thousands(int(op.GetReleased())), thousands(int(op.GetMatched())))
+	if n := op.GetSkipped(); n > 0 {
+		s += " · " + thousands(int(n)) + " skipped"
+	}
+	if n := op.GetReDeadLettered(); n > 0 {
+		s += " · " + thousands(int(n)) + " dead again"
+	}
+	return s
+}
+
+// opProgressLine is the status line of a running operation: the daemon's
+// counts, its rate and the time the rest takes at that rate. What does not
+// fit goes, the finer counts first; the operations screen has them all.
+func (m Model) opProgressLine(op *durablev1.Operation) string {
+	left := "finishing"
+	if op.GetLeft() > 0 {
+		left = "~" + span(opTimeLeft(op)) + " left"
+	}
+	end := "x cancels"
+	if m.cancelling == op.GetId() {
+		end = "cancelling…"
+	}
+	who := ""
+	if !m.follows(op.GetId()) && op.GetPrincipal() != "" {
+		who = " by " + op.GetPrincipal()
+	}
+	parts := []struct {
+		text     string
+		optional int // dropped when too wide, the highest first
+	}{
+		{op.GetId(), 0},
+		{who, 5},
+		{" redriving " + bar(opDone(op), op.GetMatched(), min(20, max(m.width/8, 5))), 0},
+		{fmt.Sprintf(" %s/%s released", thousands(int(op.GetReleased())), thousands(int(op.GetMatched()))), 0},
+		{" · " + thousands(int(op.GetSkipped())) + " skipped", 4},
+		{" · " + thousands(int(op.GetReDeadLettered())) + " dead again", 3},
+		{" · " + rateText(op.GetRate()), 2},
+		{" · " + left, 0},
+		{" · " + end, 1},
+	}
+	if op.GetSkipped() == 0 {
+		parts[4].text = ""
+	}
+	if op.GetReDeadLettered() == 0 {
+		parts[5].text = ""
+	}
+	for drop := 6; ; drop-- {
+		var b strings.Builder
+		for _, p := range parts {
+			if p.optional < drop {
+				b.WriteString(p.text)
+			}
+		}
+		if s := b.String(); drop <= 1 || ansi.StringWidth(s) <= m.width {
+			return s
+		}
+	}
+}
+
+// opOutcome says how an operation ended, or where it stands.
+func opOutcome(op *durablev1.Operation) string {
+	s := fmt.Sprintf("%s %s", op.GetId(), opStateName(op.GetState()))
+	if isCancelled(op) && op.GetCancelledBy() != "" {
+		s += " by " + op.GetCancelledBy()
+	}
+	s += fmt.Sprintf(": %s of %s released", thousands(int(op.GetReleased())), thousands(int(op.GetMatched())))
+	if n := op.GetSkipped(); n > 0 {
+		s += fmt.Sprintf(", %s skipped", thousands(int(n)))
+	}
+	if n := op.GetReDeadLettered(); n > 0 {
+		s += fmt.Sprintf(", %s dead-lettered again", thousands(int(n)))
+	}
+	if isCancelled(op) {
+		s += fmt.Sprintf(", %s left in the dead-letter queue", thousands(int(op.GetLeft())))
+		if r := oneLine(op.GetCancelReason()); r != "" {
+			s += fmt.Sprintf(" · reason %q", r)
+		}
+	}
+	if f := op.GetFinishedTime(); f != nil {
+		verb := "took"
+		if isCancelled(op) {
+			verb = "ran"
+		}
+		s += fmt.Sprintf(" · %s %s", verb, span(f.AsTime().Sub(op.GetStartedTime().AsTime())))
+	}
+	return s
+}
+
+func (m Model) opCells(op *durablev1.Operation) []cell {
+	st := m.styles
+	reason := cell{text: oneLine(op.GetReason())}
+	if reason.text == "" {
+		reason = cell{text: "—", style: &st.Muted}
+	}
+	stateStyle := st.opState(op.GetState())
+	progress := fmt.Sprintf("%s %s/%s", bar(opDone(op), op.GetMatched(), 8),
+		thousands(int(op.GetReleased())), thousands(int(op.GetMatched())))
+	finished := cell{text: "—", style: &st.Muted}
+	switch {
+	case isRunning(op):
+		finished = cell{text: "in ~" + span(opTimeLeft(op)), style: &st.Progress}
+	case op.GetFinishedTime() != nil:
+		finished = cell{text: auditAge(m.now, op.GetFinishedTime()) + " ago", style: &st.Muted}
+	}
+	return []cell{
+		{text: op.GetId()},
+		{text: opStateName(op.GetState()), style: &stateStyle},
+		{text: op.GetPrincipal()},
+		{text: opSelection(op)},
+		{text: progress},
+		{text: thousands(int(op.GetSkipped())), style: &st.Muted},
+		{text: thousands(int(op.GetReDeadLettered())), style: &st.Muted},
+		{text: rateText(op.GetRate()), style: &st.Muted},
+		{text: auditAge(m.now, op.GetStartedTime()) + " ago", style: &st.Muted},
+		finished,
+		reason,
+	}
+}
+
+// operationsView lists the operations the daemon told of, newest first.
+func (m Model) operationsView(h int) string {
+	st := m.styles
+	set := m.ops.set
+	if set.Len() == 0 {
+		if !m.conn.synced {
+			return "\n  " + st.Muted.Render("waiting for the daemon's snapshot…")
+		}
+		return strings.Join([]string{"",
+			"  " + st.Muted.Render("no operations running or finished in the last day: R on the dead letters"),
+			"  " + st.Muted.Render("view (or wf dlq redrive --all) starts one; wf ops list shows older ones")}, "\n")
+	}
+	shown, widths := layout(opColumns, m.width)
+	l := m.lists[screenOperations]
+	lines := []string{renderHeader(st, opColumns, shown, widths)}
+	for i, op := range set.Window(l.offset, h-1) {
+		lines = append(lines, renderRow(st, m.opCells(op), shown, widths, l.offset+i == l.cursor))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// selectedOp is the operation under the cursor of the operations screen.
+func (m Model) selectedOp() *durablev1.Operation {
+	c := m.lists[screenOperations].cursor
+	if c >= m.ops.set.Len() {
+		return nil
+	}
+	return m.ops.set.At(c)
+}
+
+// operationView is one operation in full, live.
+func (m Model) operationView(h int) string {
+	st := m.styles
+	op, ok := m.ops.get(m.ops.open)
+	if !ok {
+		return "\n  " + st.Muted.Render("this operation is no longer kept")
+	}
+	wrapAt := max(m.width-16, 20)
+	var lines []string
+	field := func(label, value string) {
+		wrapped := strings.Split(ansi.Wordwrap(value, wrapAt, " ·,"), "\n")
+		lines = append(lines, st.Label.Render(fmt.Sprintf("  %-13s", label))+wrapped[0])
+		for _, l := range wrapped[1:] {
+			lines = append(lines, strings.Repeat(" ", 15)+l)
+		}
+	}
+	stateStyle := st.opState(op.GetState())
+	lines = append(lines, st.Title.Render(fmt.Sprintf("%s · %s · ", op.GetId(), op.GetKind()))+
+		stateStyle.Render(opStateName(op.GetState())), "")
+
+	state := stateStyle.Render(opStateName(op.GetState()))
+	switch {
+	case isRunning(op) && op.GetLeft() > 0:
+		state += fmt.Sprintf(" · %s of %s done · ~%s left at its rate", thousands(int(opDone(op))),
+			thousands(int(op.GetMatched())), span(opTimeLeft(op)))
+	case isRunning(op):
+		state += " · finishing"
+	case isCancelled(op):
+		who := op.GetCancelledBy()
+		if who == "" {
+			who = "—"
+		}
+		state += " by " + who
+		if r := oneLine(op.GetCancelReason()); r != "" {
+			state += fmt.Sprintf(" · reason %q", r)
+		}
+	}
+	field("state", state)
+	field("progress", fmt.Sprintf("%s %s of %s released", bar(opDone(op), op.GetMatched(), 20),
+		thousands(int(op.GetReleased())), thousands(int(op.GetMatched()))))
+	field("skipped", thousands(int(op.GetSkipped()))+st.Muted.Render(" (no longer dead-lettered when their turn came)"))
+	left := thousands(int(op.GetLeft()))
+	switch {
+	case isRunning(op):
+		left += st.Muted.Render(" not yet released")
+	case isCancelled(op):
+		left += st.Muted.Render(" stay in the dead-letter queue")
+	}
+	field("left", left)
+	field("dead again", thousands(int(op.GetReDeadLettered()))+
+		st.Muted.Render(" (released by it, dead-lettered since; it does not redrive them again)"))
+	rate := rateText(op.GetRate())
+	end := m.now
+	if f := op.GetFinishedTime(); f != nil {
+		end = f.AsTime()
+	}
+	if took := end.Sub(op.GetStartedTime().AsTime()); took >= time.Second && opDone(op) > 0 {
+		rate += st.Muted.Render(fmt.Sprintf(" · %.1f/s so far", float64(opDone(op))/took.Seconds()))
+	}
+	field("rate", rate)
+	who := op.GetPrincipal()
+	if r := op.GetRole(); r != "" {
+		who += " (" + r + ")"
+	}
+	field("started", stampText(m.now, op.GetStartedTime())+" · by "+who)
+	if f := op.GetFinishedTime(); f != nil {
+		field("finished", stampText(m.now, f))
+	}
+	if op.GetListed() {
+		field("selection", plural(int(op.GetMatched()), "dead letter", "dead letters")+", listed by name by its caller")
+	} else {
+		field("selection", opSelection(op))
+	}
+	if r := oneLine(op.GetReason()); r != "" {
+		field("reason", r)
+	} else {
+		field("reason", st.Muted.Render("none given"))
+	}
+	if e := op.GetEdit(); e != nil {
+		field("edit", patchWords(e))
+	}
+	field("audit record", fmt.Sprintf("#%d", op.GetAuditId()))
+	if isRunning(op) {
+		lines = append(lines, "")
+		note := "x cancels it: what it released stays released, the rest stays in the dead-letter queue. " +
+			"It runs in the daemon: quitting the console does not stop it."
+		for _, l := range strings.Split(ansi.Wordwrap(note, max(m.width-4, 20), " "), "\n") {
+			lines = append(lines, "  "+st.Muted.Render(l))
+		}
+	}
+	from := min(m.ops.scroll, max(len(lines)-h, 0))
+	return strings.Join(lines[from:], "\n")
+}
+
+// stampText is a time in UTC and how long ago it was.
+func stampText(now time.Time, t *timestamppb.Timestamp) string {
+	return t.AsTime().UTC().Format("2006-01-02 15:04:05 UTC") + " · " + span(now.Sub(t.AsTime())) + " ago"
+}
+
+// patchWords names the options an edit changes: "max-attempts=8
+// start-to-close=30s", in the flags' words.
+func patchWords(p *durablev1.OptionsPatch) string {
+	var parts []string
+	add := func(name, value string) { parts = append(parts, name+"="+value) }
+	if p.InitialMs != nil {
+		add("initial", shortDur(time.Duration(p.GetInitialMs())*time.Millisecond))
+	}
+	if p.Backoff != nil {
+		add("backoff", strconv.FormatFloat(p.GetBackoff(), 'g', -1, 64))
+	}
+	if p.MaxIntervalMs != nil {
+		add("max-interval", shortDur(time.Duration(p.GetMaxIntervalMs())*time.Millisecond))
+	}
+	if p.MaxAttempts != nil {
+		add("max-attempts", strconv.Itoa(int(p.GetMaxAttempts())))
+	}
+	if p.NonRetryable != nil {
+		add("non-retryable", strings.Join(p.GetNonRetryable().GetValues(), ","))
+	}
+	if d := p.GetStartToCloseTimeout(); d != nil {
+		add("start-to-close", shortDur(d.AsDuration()))
+	}
+	if d := p.GetHeartbeatTimeout(); d != nil {
+		add("heartbeat-timeout", shortDur(d.AsDuration()))
+	}
+	if d := p.GetScheduleToCloseTimeout(); d != nil {
+		add("schedule-to-close", shortDur(d.AsDuration()))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, " ")
+}

@@ -17,7 +17,8 @@ import (
 // TestConsoleRedrivesAnOutageEndToEnd drives the real binaries: durabled, a
 // demo worker in outage mode whose FlakyDemo activities dead-letter, then a
 // healthy worker, and wfui in tmux redriving every letter from the keyboard
-// and finding the redrive in its audit view.
+// as an operation whose progress it shows until it completes, and finding
+// the redrive in its audit and operations views.
 // It needs tmux (and skips without it); it builds the binaries, or takes
 // them from $DURABLE_BIN_DIR when set:
 //
@@ -94,7 +95,8 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 		return string(out)
 	}
 	tmux("new-session", "-d", "-s", session, "-x", "132", "-y", "43",
-		filepath.Join(bin, "wfui")+" --addr "+addr)
+		// A slow rate, so that the progress is on screen for a while.
+		filepath.Join(bin, "wfui")+" --addr "+addr+" --redrive-rate 1")
 	t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", session).Run() })
 	screen := func() string { return tmux("capture-pane", "-p", "-t", session) }
 	t.Cleanup(func() {
@@ -131,9 +133,13 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 	waitUntil(t, 10*time.Second, "the confirmation", func() bool { return strings.Contains(screen(), "Redrive 3 dead letters?") })
 	tmux("send-keys", "-t", session, "y")
 	// One bulk call: the daemon answers at once with the operation it
-	// started and its audit record, and releases the letters on its own.
-	waitUntil(t, 30*time.Second, "the redrive's operation", func() bool {
-		return strings.Contains(screen(), "started op-1: redriving 3 dead letters at 50/s · audit record #")
+	// started and releases the letters on its own; the console shows the
+	// progress it pushes, then how it ended.
+	waitUntil(t, 30*time.Second, "the redrive's progress", func() bool {
+		return progressRow.MatchString(screen())
+	})
+	waitUntil(t, 30*time.Second, "the operation completing", func() bool {
+		return strings.Contains(screen(), "op-1 completed: 3 of 3 released")
 	})
 
 	waitUntil(t, 60*time.Second, "the workflow completes", func() bool {
@@ -148,8 +154,18 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 	waitUntil(t, 10*time.Second, "the audit record", func() bool {
 		return auditRow.MatchString(screen())
 	})
+	tmux("send-keys", "-t", session, "5")
+	waitUntil(t, 10*time.Second, "the operation in the operations view", func() bool {
+		return opRow.MatchString(screen())
+	})
 	tmux("send-keys", "-t", session, "q")
 }
+
+// progressRow matches the status line of the console's running redrive.
+var progressRow = regexp.MustCompile(`(?m)^op-1 redriving \[[#-]+\] [0-3]/3 released · 1/s · `)
+
+// opRow matches the operations view's row of the completed redrive.
+var opRow = regexp.MustCompile(`(?m)^\W*op-1\s+completed\s+local\s+3 listed\s+\[#+\] 3/3\s`)
 
 // auditRow matches the audit view's row of a finished bulk redrive of three
 // letters by the daemon's principal when it runs without --auth.

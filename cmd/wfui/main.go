@@ -1,13 +1,17 @@
 // Command wfui is the on-call console for durabled: live pending activities
 // with countdowns, dead letters redriven from the keyboard with a reason for
-// the audit log, workflow histories, and the audit log itself.
+// the audit log, workflow histories, the audit log itself, and the daemon's
+// redrive operations with their progress, cancelled with a key.
 //
 //	wfui [--addr HOST:PORT] [--token T | --token-file F] [--tls] [--tls-ca F]
-//	     [--tls-cert F --tls-key F] [--tls-server-name N]
+//	     [--tls-cert F --tls-key F] [--tls-server-name N] [--redrive-rate N]
 //
-// Every flag defaults to its DURABLE_* environment variable, the same ones
-// wf and the workers read; the address defaults to 127.0.0.1:7345. The
-// console starts even when the daemon is down and connects when it comes up.
+// Every connection flag defaults to its DURABLE_* environment variable, the
+// same ones wf and the workers read; the address defaults to 127.0.0.1:7345.
+// The console starts even when the daemon is down and connects when it comes
+// up. --redrive-rate (default 50) is the pace of the redrive operations it
+// starts; an operation goes on in the daemon after the console quits, and
+// wfui names on exit those of its own still running.
 package main
 
 import (
@@ -20,6 +24,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/tinyllm/durable/client"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/tui"
 )
 
@@ -35,17 +40,24 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("wfui", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	conn.RegisterFlags(fs)
+	rate := fs.Int("redrive-rate", 50, "dead letters per second the daemon releases in a redrive started here (R)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: wfui [--addr HOST:PORT] [--token T | --token-file F] [--tls] [--tls-ca F]\n"+
-			"            [--tls-cert F --tls-key F] [--tls-server-name N]\n\n"+
+			"            [--tls-cert F --tls-key F] [--tls-server-name N] [--redrive-rate N]\n\n"+
 			"The on-call console for durabled: pending activities with live countdowns (1),\n"+
-			"dead letters with keyboard redrives (2), workflows and their history (3), and\n"+
-			"the audit log (4): who redrove what, when, and why. A redrive asks for\n"+
-			"confirmation; press e there to give a reason for the audit log.\n"+
+			"dead letters with keyboard redrives (2), workflows and their history (3), the\n"+
+			"audit log (4): who redrove what, when, and why, and operations (5). A redrive\n"+
+			"asks for confirmation; press e there to give a reason for the audit log.\n"+
 			"Press ? inside for every key.\n\n"+
-			"With durabled --auth, give a token (an operator's to redrive; a reader's\n"+
-			"token may watch and read the audit log). Flags default to the DURABLE_*\n"+
-			"variables shown, shared with wf and the workers.\n\nFlags:\n")
+			"R redrives every dead letter shown as one operation that the daemon runs at\n"+
+			"--redrive-rate letters per second; its progress stays on the line under the\n"+
+			"header until it finishes. x cancels it (what it released stays released, the\n"+
+			"rest stays in the dead-letter queue), as it does any running operation on the\n"+
+			"operations screen. Quitting the console does not stop an operation: the\n"+
+			"daemon runs it, and wfui says on exit which of its own are still running.\n\n"+
+			"With durabled --auth, give a token (an operator's to redrive and cancel; a\n"+
+			"reader's token may watch and read the audit log). Flags default to the\n"+
+			"DURABLE_* variables shown, shared with wf and the workers.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -57,6 +69,10 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "wfui: unexpected argument %q\n", fs.Arg(0))
 		fs.Usage()
+		return 2
+	}
+	if *rate <= 0 {
+		fmt.Fprintf(stderr, "wfui: --redrive-rate must be at least 1 letter per second, not %d\n", *rate)
 		return 2
 	}
 
@@ -76,12 +92,26 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := tui.New(tui.Params{Backend: tui.NewBackend(c), Addr: conn.Addr, Context: ctx})
-	if _, err := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx)).Run(); err != nil {
+	m := tui.New(tui.Params{Backend: tui.NewBackend(c), Addr: conn.Addr, Context: ctx, RedrivesPerSecond: *rate})
+	final, err := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx)).Run()
+	if err != nil {
 		fmt.Fprintf(stderr, "wfui: %v\n", err)
 		return 1
 	}
+	if fm, ok := final.(tui.Model); ok {
+		stillRunning(stderr, fm.StillRunning())
+	}
 	return 0
+}
+
+// stillRunning tells the operator, once the console is gone, which of the
+// operations it started go on in the daemon and how to follow them.
+func stillRunning(w io.Writer, ops []*durablev1.Operation) {
+	for _, op := range ops {
+		fmt.Fprintf(w, "wfui: %s keeps running in the daemon (%d of %d released when the console quit); "+
+			"follow it with: wf ops describe %s · stop it with: wf ops cancel %s\n",
+			op.GetId(), op.GetReleased(), op.GetMatched(), op.GetId(), op.GetId())
+	}
 }
 
 // oneLine keeps an error on one line of stderr, where a certificate and its

@@ -343,7 +343,7 @@ func fixtureOperations() []*durablev1.Operation {
 		{Id: "op-6", Kind: "redrive", State: durablev1.OperationState_OPERATION_STATE_RUNNING,
 			Principal: "ana", Role: "operator", Reason: "INC-7 gateway back, redriving the timeouts",
 			Filter: &durablev1.DeadLetterFilter{ActivityType: "ChargeCard", FailureType: "GatewayTimeout"},
-			Rate: 5, Matched: 300, Released: 120, Skipped: 2, ReDeadLettered: 1, Left: 178,
+			Rate:   5, Matched: 300, Released: 120, Skipped: 2, ReDeadLettered: 1, Left: 178,
 			StartedTime: at(-25 * time.Second), AuditId: 42},
 		{Id: "op-5", Kind: "redrive", State: durablev1.OperationState_OPERATION_STATE_CANCELLED,
 			Principal: "ops-bot", Role: "operator", Listed: true, Rate: 50, Matched: 40, Released: 12, Left: 28,

@@ -63,7 +63,9 @@ func TestFresherOpOnlyMovesForward(t *testing.T) {
 }
 
 // statusLine is the line under the header.
-func statusLine(m Model) string { return strings.TrimSpace(strings.Split(ansi.Strip(m.View()), "\n")[1]) }
+func statusLine(m Model) string {
+	return strings.TrimSpace(strings.Split(ansi.Strip(m.View()), "\n")[1])
+}
 
 // TestStartedOperationShowsPushedProgress: after R and y the status line is
 // the operation's progress as the daemon pushes it, whatever order the

@@ -73,6 +73,15 @@ func selectionText(r *durablev1.AuditRecord, names bool) string {
 	return s
 }
 
+// opPrefix names the operation an action started or cancelled, to read the
+// log beside the operations screen: "op-3 · ".
+func opPrefix(r *durablev1.AuditRecord) string {
+	if id := r.GetOperationId(); id != "" {
+		return id + " · "
+	}
+	return ""
+}
+
 // auditAge is how long ago an action was, in whole seconds at least: the
 // log is read for when, not counted down.
 func auditAge(now time.Time, t *timestamppb.Timestamp) string {
@@ -102,7 +111,7 @@ func (m Model) auditCells(r *durablev1.AuditRecord) []cell {
 		{text: r.GetRole(), style: &st.Muted},
 		{text: actionName(r.GetRpc())},
 		count,
-		{text: selectionText(r, true)},
+		{text: opPrefix(r) + selectionText(r, true)},
 		reason,
 	}
 }
@@ -174,6 +183,9 @@ func (m Model) auditRecordView(h int) string {
 	}
 	field("who", who)
 	field("call", r.GetRpc())
+	if id := r.GetOperationId(); id != "" {
+		field("operation", id+st.Muted.Render(" (5 lists the operations)"))
+	}
 	field("selection", selectionText(r, false))
 	count := fmt.Sprintf("%s of %s matched", thousands(int(r.GetCount())), thousands(int(r.GetMatched())))
 	if r.GetDone() {

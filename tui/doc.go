@@ -1,14 +1,18 @@
 // Package tui is wfui, the on-call console: a Bubble Tea program that follows
 // the daemon's Watch stream and shows pending activities with live countdowns,
 // dead letters (redriven from the keyboard, one or in bulk, with a reason for
-// the audit log), workflows with their history as a timeline, and the audit
-// log of operator actions.
+// the audit log), workflows with their history as a timeline, the audit log
+// of operator actions, and the daemon's operations.
 //
 // The console talks to the daemon only through Backend (NewBackend adapts a
 // client.Client), and only from the commands in commands.go, so tests drive
 // it with a fake. A bulk redrive is one call that starts a redrive operation:
-// the daemon paces the letters and writes one audit record, and the operation
-// goes on if the console quits. State is kept in maps plus sorted slices
+// the daemon paces the letters and writes one audit record, pushes the
+// operation's progress on Watch, and goes on with it if the console quits.
+// The console shows that progress under the header until the operation
+// finishes (operations.go keeps what Watch said of each, only ever moving a
+// record forward), lists every operation on its own screen
+// (operations_view.go), and cancels one after a confirmation (opcancel.go). State is kept in maps plus sorted slices
 // updated by binary search, and only the visible rows are rendered, so an
 // update costs in proportion to what changed even with tens of thousands of
 // activities.

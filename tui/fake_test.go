@@ -317,7 +317,7 @@ func fixtureAudit() []*durablev1.AuditRecord {
 		return out
 	}
 	return []*durablev1.AuditRecord{
-		{Id: 42, Time: at(-30 * time.Second), Principal: "ops-bot", Role: "operator", Rpc: "RedriveDeadLetters",
+		{Id: 42, Time: at(-30 * time.Second), Principal: "ops-bot", Role: "operator", Rpc: "RedriveDeadLetters", OperationId: "op-6",
 			Reason:  "nightly sweep after the card gateway's maintenance window",
 			Filter:  &durablev1.DeadLetterFilter{ActivityType: "ChargeCard", FailureType: "GatewayTimeout"},
 			Matched: 120, Count: 45, Activities: refs("order-0801/1", "order-0802/1")},
@@ -326,7 +326,7 @@ func fixtureAudit() []*durablev1.AuditRecord {
 			Matched: 3, Count: 3, Done: true, Activities: refs("order-0980/1", "order-0981/1", "order-0982/1")},
 		{Id: 39, Time: at(-65 * time.Minute), Principal: "local", Role: "operator", Rpc: "RedriveDeadLetter",
 			Matched: 1, Count: 1, Done: true, Activities: refs("order-0970/2")},
-		{Id: 38, Time: at(-26 * time.Hour), Principal: "ana", Role: "operator", Rpc: "RedriveDeadLetters", Reason: "INC-5",
+		{Id: 38, Time: at(-26 * time.Hour), Principal: "ana", Role: "operator", Rpc: "RedriveDeadLetters", Reason: "INC-5", OperationId: "op-4",
 			Filter: &durablev1.DeadLetterFilter{}, Matched: 12, Count: 10, Done: true,
 			Activities: refs("order-0901/1", "order-0902/1", "order-0903/1", "order-0904/1", "order-0905/1",
 				"order-0906/1", "order-0907/1", "order-0908/1", "order-0909/1", "order-0910/1")},

@@ -163,6 +163,19 @@ func (m Model) follows(id string) bool {
 	return false
 }
 
+// upsertOps applies operations pushed on the stream. The one whose progress
+// had the status line says how it ended when it does, whoever started it.
+func (m Model) upsertOps(ops []*durablev1.Operation) Model {
+	shown := m.statusOp()
+	m.ops.upsert(ops)
+	if shown != nil && !m.follows(shown.GetId()) {
+		if op, ok := m.ops.get(shown.GetId()); ok && !isRunning(op) {
+			m = m.say(opOutcome(op))
+		}
+	}
+	return m.settle()
+}
+
 // settle says how each followed operation that has finished ended, and stops
 // following it. An operation the daemon no longer knows (a new data
 // directory behind the same address) is dropped with a word.

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -150,6 +151,35 @@ func TestOperationsFromTheSnapshotAndAfter(t *testing.T) {
 	if got, _ := m.ops.get("op-6"); got.GetReleased() != 200 {
 		t.Fatalf("op-6 released %d after the snapshot, want 200", got.GetReleased())
 	}
+	// The operation the status line showed says how it ended, though
+	// another console started it.
+	op = proto.Clone(op).(*durablev1.Operation)
+	op.State, op.Released, op.Skipped, op.Left, op.FinishedTime = opCompleted, 298, 2, 0, at(35*time.Second)
+	m = feed(m, upsertOps(op))
+	if s, want := statusLine(m), "op-6 completed: 298 of 300 released, 2 skipped, 1 dead-lettered again · took 1m00s"; s != want {
+		t.Fatalf("status %q, want %q", s, want)
+	}
+}
+
+// TestHeaderKeepsTheConnectionStateOnANarrowTerminal: with hundreds of
+// letters the tabs squeeze, and "● live" stays whole.
+func TestHeaderKeepsTheConnectionStateOnANarrowTerminal(t *testing.T) {
+	t.Parallel()
+	var acts []*durablev1.PendingActivity
+	for i := range 12345 {
+		a := act("wf-"+strings.Repeat("x", i%3), fmt.Sprint(i), "Charge", stDead, 5, 5)
+		a.DeadLetteredTime = at(-time.Minute)
+		acts = append(acts, a)
+	}
+	for _, w := range []int{80, 60} {
+		m := setup(t, fixtureBackend(), Params{})
+		next, _ := m.Update(tea.WindowSizeMsg{Width: w, Height: 24})
+		m = feed(next.(Model), snapshot(acts, fixtureWorkflows())...)
+		header := strings.Split(ansi.Strip(m.View()), "\n")[0]
+		if !strings.HasSuffix(header, "● live") || !strings.Contains(header, "[1 attempts (12,345)]") || ansi.StringWidth(header) > w {
+			t.Errorf("header at %d columns: %q", w, header)
+		}
+	}
 }
 
 func TestCancelKeypress(t *testing.T) {
@@ -224,7 +254,7 @@ func TestCancelAnswers(t *testing.T) {
 		warn bool
 	}{
 		{name: "Cancelled",
-			want: `op-6 cancelled by ana: 120 of 300 released, 180 left in the dead-letter queue · reason "INC-7" · ran 10s`},
+			want: `op-6 cancelled by ana: 120 of 300 released, 180 left in the DLQ · reason "INC-7" · ran 10s`},
 		{name: "AReaderMayNot", err: status.Error(codes.PermissionDenied, `principal "dash" (role reader) may not call CancelOperation`),
 			want: `cancel of op-6 failed: permission denied: principal "dash" (role reader) may not call CancelOperation`, warn: true},
 		{name: "AlreadyFinished", err: status.Error(codes.FailedPrecondition, "operation op-6 is completed: operation is finished"),

@@ -153,7 +153,7 @@ func opOutcome(op *durablev1.Operation) string {
 		s += fmt.Sprintf(", %s dead-lettered again", thousands(int(n)))
 	}
 	if isCancelled(op) {
-		s += fmt.Sprintf(", %s left in the dead-letter queue", thousands(int(op.GetLeft())))
+		s += fmt.Sprintf(", %s left in the DLQ", thousands(int(op.GetLeft())))
 		if r := oneLine(op.GetCancelReason()); r != "" {
 			s += fmt.Sprintf(" · reason %q", r)
 		}
@@ -285,8 +285,10 @@ func (m Model) operationView(h int) string {
 	if f := op.GetFinishedTime(); f != nil {
 		end = f.AsTime()
 	}
-	if took := end.Sub(op.GetStartedTime().AsTime()); took >= time.Second && opDone(op) > 0 {
-		rate += st.Muted.Render(fmt.Sprintf(" · %.1f/s so far", float64(opDone(op))/took.Seconds()))
+	// The first letter goes at the start, the next ones one every 1/rate:
+	// the pace so far is the letters after the first over the time taken.
+	if took := end.Sub(op.GetStartedTime().AsTime()); took >= 2*time.Second && opDone(op) > 1 {
+		rate += st.Muted.Render(fmt.Sprintf(" · %.1f/s so far", float64(opDone(op)-1)/took.Seconds()))
 	}
 	field("rate", rate)
 	who := op.GetPrincipal()
@@ -325,7 +327,7 @@ func (m Model) operationView(h int) string {
 
 // stampText is a time in UTC and how long ago it was.
 func stampText(now time.Time, t *timestamppb.Timestamp) string {
-	return t.AsTime().UTC().Format("2006-01-02 15:04:05 UTC") + " · " + span(now.Sub(t.AsTime())) + " ago"
+	return t.AsTime().UTC().Format("2006-01-02 15:04:05 UTC") + " · " + auditAge(now, t) + " ago"
 }
 
 // patchWords names the options an edit changes: "max-attempts=8

@@ -100,11 +100,13 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 		m.st.upsertActivities(ev.GetActivities())
 		m.st.upsertWorkflows(ev.GetWorkflows())
 		m.audit.upsert(ev.GetAuditRecords())
-		m.ops.upsert(ev.GetOperations())
+		if len(ev.GetOperations()) > 0 {
+			m = m.upsertOps(ev.GetOperations())
+		}
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE:
 		m.st.removeActivities(ev.GetRemoved())
 	}
-	if len(ev.GetOperations()) > 0 || ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
+	if ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
 		m = m.settle()
 	}
 	return m.clampAll()

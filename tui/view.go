@@ -93,13 +93,13 @@ func (m Model) statusOp() *durablev1.Operation {
 
 func (m Model) headerView() string {
 	st := m.styles
-	left := m.tabsView(false)
+	left := m.tabsView(0)
 	label := m.connLabel()
 	if ansi.StringWidth(left)+ansi.StringWidth(label)+m.width/10 > m.width {
 		label = strings.TrimSuffix(label, " "+m.p.Addr) // the state matters more than the address
 	}
-	if ansi.StringWidth(left)+1+ansi.StringWidth(label) > m.width {
-		left = m.tabsView(true)
+	for squeeze := 1; squeeze <= 3 && ansi.StringWidth(left)+1+ansi.StringWidth(label) > m.width; squeeze++ {
+		left = m.tabsView(squeeze)
 	}
 	right := st.Status.Render(label)
 	gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
@@ -110,21 +110,27 @@ func (m Model) headerView() string {
 }
 
 // tabsView is the title and a tab per list screen, the current one in
-// brackets; compact drops the padding around the others for narrow
-// terminals.
-func (m Model) tabsView(compact bool) string {
+// brackets. For narrow terminals, squeeze 1 drops the padding around the
+// others, 2 the title too, and 3 the names of the other tabs, keeping
+// their keys and counts.
+func (m Model) tabsView(squeeze int) string {
 	st := m.styles
+	count := func(n int) string { return " (" + thousands(n) + ")" }
 	tabs := []struct {
-		s     screen
-		label string
+		s         screen
+		key, name string
+		count     string
 	}{
-		{screenAttempts, fmt.Sprintf("1 attempts (%s)", thousands(len(m.st.acts)))},
-		{screenDeadLetters, fmt.Sprintf("2 dead letters (%s)", thousands(m.st.deadTotal))},
-		{screenWorkflows, fmt.Sprintf("3 workflows (%s)", thousands(len(m.st.wfs)))},
-		{screenAudit, "4 audit"},
-		{screenOperations, "5 ops"},
+		{screenAttempts, "1", " attempts", count(len(m.st.acts))},
+		{screenDeadLetters, "2", " dead letters", count(m.st.deadTotal)},
+		{screenWorkflows, "3", " workflows", count(len(m.st.wfs))},
+		{screenAudit, "4", " audit", ""},
+		{screenOperations, "5", " ops", ""},
 	}
-	parts := []string{st.Title.Render("wfui")}
+	var parts []string
+	if squeeze < 2 {
+		parts = append(parts, st.Title.Render("wfui"))
+	}
 	current := m.screen
 	if !current.isList() {
 		current = m.back
@@ -132,11 +138,13 @@ func (m Model) tabsView(compact bool) string {
 	for _, t := range tabs {
 		switch {
 		case t.s == current:
-			parts = append(parts, st.ActiveTab.Render("["+t.label+"]"))
-		case compact:
-			parts = append(parts, st.Tab.Render(t.label))
+			parts = append(parts, st.ActiveTab.Render("["+t.key+t.name+t.count+"]"))
+		case squeeze >= 3:
+			parts = append(parts, st.Tab.Render(t.key+t.count))
+		case squeeze >= 1:
+			parts = append(parts, st.Tab.Render(t.key+t.name+t.count))
 		default:
-			parts = append(parts, st.Tab.Render(" "+t.label+" "))
+			parts = append(parts, st.Tab.Render(" "+t.key+t.name+t.count+" "))
 		}
 	}
 	return strings.Join(parts, " ")

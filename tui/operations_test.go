@@ -302,3 +302,21 @@ func TestQuitLeavesTheOperationRunning(t *testing.T) {
 		t.Fatalf("StillRunning = %v, want op-7", ops)
 	}
 }
+
+// TestHowItEndedIsReadInFullOnANarrowTerminal: at 80 columns the outcome of
+// a cancelled operation takes a second line rather than losing what it left
+// in the dead-letter queue.
+func TestHowItEndedIsReadInFullOnANarrowTerminal(t *testing.T) {
+	t.Parallel()
+	m := setup(t, fixtureBackend(), Params{})
+	m = feed(m, snapshot(fixtureActivities(), fixtureWorkflows())...)
+	m.follow = []string{"op-7"}
+	op := opAt(opCancelled, 1, 1)
+	op.Matched, op.Left, op.CancelledBy, op.CancelReason = 300, 299, "ana", "INC-7 the fix did not hold"
+	m = feed(m, upsertOps(op))
+	lines := strings.Split(ansi.Strip(m.View()), "\n")
+	want := `op-7 cancelled by ana: 1 of 300 released, 1 dead-lettered again, 299 left in the DLQ · reason "INC-7 the fix did not hold" · ran 1.0s`
+	if got := strings.TrimSpace(lines[1]) + " " + strings.TrimSpace(lines[2]); got != want || len(lines) != 24 {
+		t.Fatalf("%d lines, status:\n%s\n%s\nwant %q", len(lines), lines[1], lines[2], want)
+	}
+}

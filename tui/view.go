@@ -173,18 +173,21 @@ func (m Model) statusView() string {
 		s = m.input.View()
 	case !m.conn.live && m.conn.failures > 0:
 		s = st.Banner.Render(m.bannerText())
-	case m.flash.warn:
-		// An error is read in full: it may take a second line.
+	case m.flash.text != "":
+		// An outcome is read in full (an error, or what an operation left
+		// in the dead-letter queue): it may take a second line.
+		style := st.Label
+		if m.flash.warn {
+			style = st.Warning
+		}
 		lines := strings.Split(ansi.Wrap(m.flash.text, max(m.width, 1), " "), "\n")
 		if len(lines) > 2 {
 			lines = []string{lines[0], lines[1] + " " + strings.Join(lines[2:], " ")}
 		}
 		for i, l := range lines {
-			lines[i] = st.Warning.Render(ansi.Truncate(l, m.width, "…"))
+			lines[i] = style.Render(ansi.Truncate(l, m.width, "…"))
 		}
 		return strings.Join(lines, "\n")
-	case m.flash.text != "":
-		s = st.Label.Render(m.flash.text)
 	case m.job != nil && m.job.bulk:
 		s = st.Progress.Render("starting a redrive of " + plural(len(m.job.refs), "dead letter", "dead letters") + "…")
 	case m.job != nil:

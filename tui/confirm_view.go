@@ -97,7 +97,7 @@ func (m Model) cancelDialogView(h int) string {
 		if isRunning(op) {
 			done += fmt.Sprintf("; the %s left stay in the DLQ", thousands(int(op.GetLeft())))
 		} else {
-			done = fmt.Sprintf("it has %s meanwhile · %s", opStateName(op.GetState()), done)
+			done = fmt.Sprintf("it %s meanwhile · %s", opEnded(op), done)
 		}
 		lines = append(lines, strings.Split(ansi.Wordwrap(done, textW, " "), "\n")...)
 		if isRunning(op) {

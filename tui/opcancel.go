@@ -28,7 +28,7 @@ func (m Model) askCancel(op *durablev1.Operation) Model {
 	case op == nil:
 		return m.say("no operation is running · 5 lists them")
 	case !isRunning(op):
-		return m.say(op.GetId() + " has " + opStateName(op.GetState()) + ": nothing to cancel")
+		return m.say(op.GetId() + " " + opEnded(op) + ": nothing to cancel")
 	case m.cancelling == op.GetId():
 		return m.say("cancelling " + op.GetId() + "…")
 	}

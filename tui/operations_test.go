@@ -205,6 +205,7 @@ func TestCancelKeypress(t *testing.T) {
 		{name: "XThenEscKeepsItRunning", keys: []string{"5", "x", "esc"}, flash: "op-6 not cancelled: it keeps running"},
 		{name: "ReasonLineThenEscKeepsItRunning", keys: []string{"5", "x", "e", "oops", "esc"}, flash: "op-6 not cancelled: it keeps running"},
 		{name: "AFinishedOneHasNothingToCancel", keys: []string{"5", "j", "j", "x"}, flash: "op-4 has completed: nothing to cancel"},
+		{name: "NorACancelledOne", keys: []string{"5", "j", "x"}, flash: "op-5 was cancelled: nothing to cancel"},
 		{name: "TheOneThisConsoleStarted", keys: []string{"2", "R", "y"}, waitFor: "op-7 redriving",
 			more: []string{"x", "e", "too fast", "enter"}, want: []cancelCall{{"op-7", "too fast"}}},
 	}
@@ -318,5 +319,32 @@ func TestHowItEndedIsReadInFullOnANarrowTerminal(t *testing.T) {
 	want := `op-7 cancelled by ana: 1 of 300 released, 1 dead-lettered again, 299 left in the DLQ · reason "INC-7 the fix did not hold" · ran 1.0s`
 	if got := strings.TrimSpace(lines[1]) + " " + strings.TrimSpace(lines[2]); got != want || len(lines) != 24 {
 		t.Fatalf("%d lines, status:\n%s\n%s\nwant %q", len(lines), lines[1], lines[2], want)
+	}
+}
+
+// TestCancelDialogFollowsTheOperation: the dialog's counts are the live
+// ones, and it says so when the operation finishes while it is open.
+func TestCancelDialogFollowsTheOperation(t *testing.T) {
+	t.Parallel()
+	m := setup(t, opsBackend(), Params{})
+	evs := snapshot(fixtureActivities(), fixtureWorkflows())
+	evs[0].Operations = fixtureOperations()
+	m = feed(m, evs...)
+	m = press(m, "5")
+	m = press(m, "x")
+	if v := ansi.Strip(m.View()); !strings.Contains(v, "op-6: 120 of 300 released, 2 skipped; the 178 left stay in the DLQ") {
+		t.Fatalf("dialog:\n%s", v)
+	}
+	op := proto.Clone(fixtureOperations()[1]).(*durablev1.Operation)
+	op.Released, op.Left = 150, 148
+	m = feed(m, upsertOps(op))
+	if v := ansi.Strip(m.View()); !strings.Contains(v, "op-6: 150 of 300 released, 2 skipped; the 148 left stay in the DLQ") {
+		t.Fatalf("dialog after progress:\n%s", v)
+	}
+	op = proto.Clone(op).(*durablev1.Operation)
+	op.State, op.Released, op.Left = opCompleted, 298, 0
+	m = feed(m, upsertOps(op))
+	if v := ansi.Strip(m.View()); !strings.Contains(v, "it has completed meanwhile · op-6: 298 of 300") || m.confirm == nil {
+		t.Fatalf("dialog after it completed:\n%s", v)
 	}
 }

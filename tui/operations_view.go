@@ -41,6 +41,15 @@ func opStateName(s durablev1.OperationState) string {
 	return "unknown"
 }
 
+// opEnded says how a finished operation ended: "has completed", "was
+// cancelled".
+func opEnded(op *durablev1.Operation) string {
+	if isCancelled(op) {
+		return "was cancelled"
+	}
+	return "has " + opStateName(op.GetState())
+}
+
 // rateText is a rate as the operator typed it: "50/s", "2.5/s".
 func rateText(r float64) string {
 	return strconv.FormatFloat(r, 'f', -1, 64) + "/s"

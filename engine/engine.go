@@ -41,6 +41,8 @@ type Engine struct {
 	closeSubs   map[string][]chan struct{} // workflow id → waiters for its close
 	counts      map[stateKey]int           // activities per queue and state, see gauge.go
 	janitorDone chan struct{}
+	// trailJanitorDone closes when the janitor of finished activities stops.
+	trailJanitorDone chan struct{}
 }
 
 // New returns an engine over store. It reads the id counter and the earliest
@@ -68,6 +70,8 @@ func New(store Store, opts Options) (*Engine, error) {
 		closeSubs:   map[string][]chan struct{}{},
 		counts:      map[stateKey]int{},
 		janitorDone: make(chan struct{}),
+
+		trailJanitorDone: make(chan struct{}),
 	}
 	err := store.View(func(tx Tx) error {
 		n, err := tx.Counter()
@@ -83,6 +87,7 @@ func New(store Store, opts Options) (*Engine, error) {
 	go e.batcher()
 	go e.timerLoop()
 	go e.auditJanitor()
+	go e.trailJanitor()
 	return e, nil
 }
 
@@ -102,6 +107,7 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	<-e.loopDone
 	<-e.janitorDone
+	<-e.trailJanitorDone
 	<-e.batcherDone
 	return nil
 }

@@ -220,6 +220,10 @@ func matchesDeadLetter(in *durablev1.PendingActivity, f *durablev1.DeadLetterFil
 		return false
 	case f.GetFailureType() != "" && in.GetLastFailure().GetType() != f.GetFailureType():
 		return false
+	case f.GetFailureFingerprint() != "" && fingerprintOf(in) != f.GetFailureFingerprint():
+		return false
+	case !deadLetteredRange(f).Contains(in.GetDeadLetteredTime().AsTime()):
+		return false
 	}
 	return true
 }

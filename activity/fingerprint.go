@@ -30,10 +30,10 @@ import (
 // stay as they are, so "order 12 not found" and "order 13 not found" share a
 // fingerprint while "order 12 not found" and "order 12 not paid" do not.
 
-// fingerprintLen is the number of hex digits of a fingerprint: 48 bits, short
+// FingerprintLen is the number of hex digits of a fingerprint: 48 bits, short
 // enough to type after --fingerprint, long enough that two of the few
 // hundred distinct failures a daemon sees never share one by chance.
-const fingerprintLen = 12
+const FingerprintLen = 12
 
 var (
 	// A quote that opens after a letter or digit is an apostrophe ("can't"),
@@ -66,7 +66,7 @@ func Fingerprint(f *durablev1.Failure) string {
 		return ""
 	}
 	sum := sha256.Sum256([]byte(f.GetType() + "\x00" + NormalizeMessage(f.GetMessage())))
-	return hex.EncodeToString(sum[:])[:fingerprintLen]
+	return hex.EncodeToString(sum[:])[:FingerprintLen]
 }
 
 // NormalizedMessage returns the message of a failure the way its fingerprint

@@ -45,6 +45,33 @@ func (v validator) listDeadLetters(r *durablev1.ListDeadLettersRequest) error {
 		func() error { return v.text("workflow_id", r.GetWorkflowId()) },
 		func() error { return v.text("activity_type", r.GetActivityType()) },
 		func() error { return v.text("failure_type", r.GetFailureType()) },
+		func() error { return v.fingerprint("failure_fingerprint", r.GetFailureFingerprint()) },
+		func() error {
+			return v.timeRange("dead_lettered_after", r.GetDeadLetteredAfter(), "dead_lettered_before", r.GetDeadLetteredBefore())
+		},
+		func() error { return v.pageSize("page_size", r.GetPageSize()) },
+		func() error { return v.pageToken("next_page_token", r.GetNextPageToken()) },
+	)
+}
+
+func (v validator) listActivities(r *durablev1.ListActivitiesRequest) error {
+	return first(
+		func() error {
+			if _, ok := durablev1.ActivityState_name[int32(r.GetState())]; !ok {
+				return invalidf("state", "unknown activity state %d", r.GetState())
+			}
+			return nil
+		},
+		func() error {
+			if n := r.GetMinAttempt(); n < 0 || n > maxAttempts {
+				return invalidf("min_attempt", "must be in [0, %d], got %d", maxAttempts, n)
+			}
+			return nil
+		},
+		func() error { return v.text("failure_type", r.GetFailureType()) },
+		func() error { return v.fingerprint("failure_fingerprint", r.GetFailureFingerprint()) },
+		func() error { return v.text("activity_type", r.GetActivityType()) },
+		func() error { return v.text("task_queue", r.GetTaskQueue()) },
 		func() error { return v.pageSize("page_size", r.GetPageSize()) },
 		func() error { return v.pageToken("next_page_token", r.GetNextPageToken()) },
 	)

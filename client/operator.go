@@ -141,7 +141,7 @@ func (c *Client) Redrive(ctx context.Context, workflowID, activityID string, opt
 func (c *Client) RedriveAll(ctx context.Context, f DeadLetterFilter, opts ...RedriveOption) (*durablev1.RedriveDeadLettersResponse, error) {
 	o := redriveOpts(opts)
 	resp, err := c.svc.RedriveDeadLetters(ctx, &durablev1.RedriveDeadLettersRequest{
-		Filter: f.proto(), Rate: o.rate, Reason: o.reason,
+		Filter: f.Proto(), Rate: o.rate, Reason: o.reason,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redrive dead letters: %w", err)
@@ -160,7 +160,8 @@ func (c *Client) RedriveList(ctx context.Context, refs []*durablev1.ActivityRef,
 	return resp, nil
 }
 
-func (f DeadLetterFilter) proto() *durablev1.DeadLetterFilter {
+// Proto is f as the daemon's filter message.
+func (f DeadLetterFilter) Proto() *durablev1.DeadLetterFilter {
 	return &durablev1.DeadLetterFilter{
 		WorkflowId: f.WorkflowID, ActivityType: f.ActivityType, FailureType: f.FailureType,
 		FailureFingerprint: f.FailureFingerprint,

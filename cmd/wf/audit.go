@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tinyllm/durable/client"
@@ -136,7 +134,7 @@ func auditCount(r *durablev1.AuditRecord) string {
 // filter is empty), else the one activity or the ones it touched.
 func auditSelection(r *durablev1.AuditRecord) string {
 	if f := r.GetFilter(); f != nil {
-		return filterText(f.GetWorkflowId(), f.GetActivityType(), f.GetFailureType())
+		return filterText(f)
 	}
 	acts := r.GetActivities()
 	if len(acts) == 0 {
@@ -149,34 +147,12 @@ func auditSelection(r *durablev1.AuditRecord) string {
 	return fmt.Sprintf("list of %d: %s, …", r.GetMatched(), first)
 }
 
-// parseSince turns --since into the earliest instant wanted: a Go duration
-// (90m, 24h), days with an optional rest (7d, 1d12h), or an RFC 3339 time.
-// Empty means no bound (the zero time).
+// parseSince turns --since into the earliest instant wanted (see
+// parseInstant). Empty means no bound (the zero time).
 func parseSince(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
+	t, err := parseInstant(s, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since %w", err)
 	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	var span time.Duration
-	rest := s
-	if days, after, ok := strings.Cut(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 || n > 100000 {
-			return time.Time{}, fmt.Errorf("--since %q: want a duration like 90m, 24h or 7d, or an RFC 3339 time", s)
-		}
-		span, rest = time.Duration(n)*24*time.Hour, after
-	}
-	if rest != "" {
-		d, err := time.ParseDuration(rest)
-		if err != nil {
-			return time.Time{}, fmt.Errorf("--since %q: want a duration like 90m, 24h or 7d, or an RFC 3339 time", s)
-		}
-		span += d
-	}
-	if span <= 0 {
-		return time.Time{}, errors.New("--since must be a positive span")
-	}
-	return now.Add(-span), nil
+	return t, nil
 }

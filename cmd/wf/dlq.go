@@ -16,7 +16,7 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
-const dlqUsage = `Usage: wf dlq list [filters]
+const dlqUsage = `Usage: wf dlq list [filters] [--group]
        wf dlq redrive WORKFLOW_ID ACTIVITY_ID [--reason R]
        wf dlq redrive --all [filters] [--rate N] [--reason R]
 
@@ -37,13 +37,27 @@ and why. --reason is the why: name the incident or the fix, for whoever reads
 ('wf watch' in another terminal shows it count up); one cut short shows how
 far it got.
 
+An outage dead-letters many activities with messages that differ only in an
+order number, a host or a wait: 'wf dlq list --group' shows them as one line
+per failure fingerprint (the failure type plus its message with numbers, ids,
+addresses, hex and quoted values replaced by placeholders), with a count, the
+first and last time one was dead-lettered and an example. --fingerprint F
+then selects one group, for a list or a redrive.
+
 Filters (both subcommands):
   --workflow ID          only this workflow
   --activity-type T      only activities of this type
   --failure-type T       only letters whose last failure has this type
+  --fingerprint F        only letters whose last failure has this fingerprint
+                         (the first column of --group)
+  --dead-after WHEN      only letters dead-lettered at or after WHEN: a span
+                         back from now (90m, 24h, 7d) or an RFC 3339 time
+  --dead-before WHEN     only letters dead-lettered before WHEN
 
 Examples:
   wf dlq list
+  wf dlq list --group
+  wf dlq list --fingerprint 3f2a9c1b7d4e --dead-after 1h
   wf dlq list --activity-type ChargeCard --json | jq '.deadLetters | length'
   wf dlq redrive order-42 3 --reason "INC-1234: card limit raised"
   wf dlq redrive --all --failure-type Timeout --rate 20 --reason "INC-1234: card API back"
@@ -72,18 +86,34 @@ func filterFlags(fs *flag.FlagSet) *client.DeadLetterFilter {
 	fs.StringVar(&f.WorkflowID, "workflow", "", "only dead letters of this workflow")
 	fs.StringVar(&f.ActivityType, "activity-type", "", "only dead letters of this activity type")
 	fs.StringVar(&f.FailureType, "failure-type", "", "only dead letters whose last failure has this type")
+	fs.StringVar(&f.FailureFingerprint, "fingerprint", "", "only dead letters whose last failure has this fingerprint (see --group)")
+	fs.Var(instantFlag{&f.DeadLetteredAfter}, "dead-after", "only dead letters dead-lettered at or after this `time`: a span back from now (90m, 24h, 7d) or an RFC 3339 time")
+	fs.Var(instantFlag{&f.DeadLetteredBefore}, "dead-before", "only dead letters dead-lettered before this `time` (as --dead-after)")
 	return f
+}
+
+// checkFilter reports a filter the daemon would refuse, as a usage error of
+// cmd; -1 when it is fine.
+func (c *cli) checkFilter(cmd string, f *client.DeadLetterFilter) int {
+	if !f.DeadLetteredAfter.IsZero() && !f.DeadLetteredBefore.IsZero() && !f.DeadLetteredBefore.After(f.DeadLetteredAfter) {
+		return c.usageError(cmd, "--dead-before must be later than --dead-after")
+	}
+	return -1
 }
 
 func (c *cli) dlqList(args []string) int {
 	fs := c.flagSet("dlq list", dlqUsage)
 	filter := filterFlags(fs)
+	group := fs.Bool("group", false, "one line per failure fingerprint: count, type, normalised message, first and last dead-lettered, an example")
 	pos, code := c.parse(fs, "dlq list", args)
 	if code >= 0 {
 		return code
 	}
 	if len(pos) != 0 {
 		return c.usageError("dlq list", fmt.Sprintf("unexpected argument %q", pos[0]))
+	}
+	if code := c.checkFilter("dlq list", filter); code >= 0 {
+		return code
 	}
 	ctx, cl, done, code := c.connect(false)
 	if code >= 0 {
@@ -94,8 +124,15 @@ func (c *cli) dlqList(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	if *group {
+		return c.printGroups(client.GroupByFingerprint(letters), len(letters))
+	}
 	if c.g.json {
-		return c.done(printProto(c.stdout, &durablev1.ListDeadLettersResponse{DeadLetters: letters}))
+		doc := deadLettersDoc{DeadLetters: make([]json.RawMessage, 0, len(letters))}
+		for _, a := range letters {
+			doc.DeadLetters = append(doc.DeadLetters, rawProto(a))
+		}
+		return c.done(printJSON(c.stdout, doc))
 	}
 	if len(letters) == 0 {
 		fmt.Fprintln(c.stdout, "No dead letters.")
@@ -156,6 +193,9 @@ func (c *cli) dlqRedrive(args []string) int {
 	rateSet := false
 	fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "rate" })
 	filtered := *filter != client.DeadLetterFilter{}
+	if code := c.checkFilter("dlq redrive", filter); code >= 0 {
+		return code
+	}
 	switch {
 	case *all && len(pos) != 0:
 		return c.usageError("dlq redrive", "give either WORKFLOW_ID ACTIVITY_ID or --all, not both")
@@ -207,7 +247,7 @@ func (c *cli) redriveAll(filter client.DeadLetterFilter, rate float64, reason st
 		// stderr, as start --wait does: a bulk redrive can take minutes
 		// of silence, and stdout stays the result.
 		what := "every dead letter"
-		if sel := filterText(filter.WorkflowID, filter.ActivityType, filter.FailureType); sel != "all" {
+		if sel := filterText(filter.Proto()); sel != "all" {
 			what = "the dead letters with " + sel
 		}
 		pace := ", paced by the daemon"
@@ -240,7 +280,7 @@ func (c *cli) redriveAll(filter client.DeadLetterFilter, rate float64, reason st
 	}
 	if resp.GetMatched() == 0 {
 		none := "No dead letters"
-		if sel := filterText(filter.WorkflowID, filter.ActivityType, filter.FailureType); sel != "all" {
+		if sel := filterText(filter.Proto()); sel != "all" {
 			none = "No dead letters match " + sel
 		}
 		fmt.Fprintf(c.stdout, "%s; nothing redriven · audit #%d\n", none, resp.GetAuditId())

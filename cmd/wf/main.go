@@ -1,7 +1,8 @@
 // Command wf is the scriptable command line of a durable daemon: start
-// workflows, inspect them and their pending activities, list and redrive dead
-// letters, read the audit log of those redrives, follow the live change
-// stream and read activity latency stats.
+// workflows, inspect them, their pending activities and the attempt trail of
+// finished ones, find the activities that hurt across workflows, list, group
+// and redrive dead letters, read the audit log of those redrives, follow the
+// live change stream and read activity latency stats.
 //
 // Every command prints aligned tables for people and, with --json, one JSON
 // document for scripts. Exit codes: 0 ok, 1 the operation failed (a call the
@@ -86,10 +87,11 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"start", "start a workflow, optionally wait for its result", (*cli).start},
-		{"describe", "show a workflow and its pending activities", (*cli).describe},
+		{"describe", "show a workflow, its pending activities and the attempts of finished ones", (*cli).describe},
 		{"history", "print the events of a workflow", (*cli).history},
 		{"list", "list workflows", (*cli).list},
-		{"dlq", "list and redrive dead-lettered activities", (*cli).dlq},
+		{"activities", "list pending activities across workflows by state, attempt and failure", (*cli).activities},
+		{"dlq", "list, group and redrive dead-lettered activities", (*cli).dlq},
 		{"audit", "who redrove what, when, how many and why", (*cli).audit},
 		{"watch", "follow the daemon's live change stream", (*cli).watch},
 		{"stats", "activity latency percentiles; check a retry policy against them", (*cli).stats},
@@ -131,7 +133,9 @@ handshake failures included).
 Examples:
   wf start FlakyDemo --fail-rate 0.5 --activities 3 --wait
   wf describe order-42
+  wf activities --state retrying --min-attempt 3
   wf dlq list --activity-type ChargeCard
+  wf dlq list --group
   wf dlq redrive --all --failure-type Timeout --reason "INC-1234: card API back"
   wf audit --since 24h
   wf --json list --status running | jq -r '.workflows[].workflowId'
@@ -147,7 +151,7 @@ Run 'wf COMMAND --help' for the flags and examples of a command.
 func printMainUsage(w io.Writer) {
 	var b strings.Builder
 	for _, cmd := range commands() {
-		fmt.Fprintf(&b, "  %-9s %s\n", cmd.name, cmd.summary)
+		fmt.Fprintf(&b, "  %-11s %s\n", cmd.name, cmd.summary)
 	}
 	fmt.Fprintf(w, mainUsage, b.String(), client.DefaultAddr)
 }

@@ -2,7 +2,9 @@ package activity
 
 import (
 	"regexp"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -39,6 +41,15 @@ func TestNormalizeMessage(t *testing.T) {
 		{"LongWordsStay", "authentication unavailable", "authentication unavailable"},
 		{"ClockTimeIsNotAnAddress", "maintenance window 12:30:45 to 13:00:00", "maintenance window <n>:<n>:<n> to <n>:<n>:<n>"},
 		{"ScopeIsNotAnAddress", "std::vector::at out of range", "std::vector::at out of range"},
+		{"NegativeDuration", "clock skew of -5s", "clock skew of -<dur>"},
+		{"HostAndPort", "redis at cache-1:6379 is read-only", "redis at cache-<n>:<n> is read-only"},
+		{"Version", "client v1.2.3 is too old", "client v<n>.<n> is too old"},
+		{"DurationInsideAWord", "retry after 5secs", "retry after <n>secs"},
+		{"BareLoopback", "listen ::1 failed", "listen <ip> failed"},
+		{"HexWordsAreNotAnAddress", "dead::beef", "dead::beef"},
+		{"UnclosedQuote", `say "hi`, `say "hi`},
+		{"QuoteAcrossLines", "a 'b\nc' d", "a 'b c' d"},
+		{"NonASCII", "Zählung 5 für Kunde ünd-48213-ä fehlgeschlagen", "Zählung <n> für Kunde <id> fehlgeschlagen"},
 		{"Whitespace", "  line one\n\tline   two  ", "line one line two"},
 		{"Empty", "", ""},
 	}
@@ -103,4 +114,60 @@ func TestFingerprint_ShortStableHex(t *testing.T) {
 	if n := NormalizedMessage(&durablev1.Failure{Message: "order 8841 not found"}); n != "order <n> not found" {
 		t.Errorf("NormalizedMessage = %q", n)
 	}
+}
+
+func TestNormalizeMessage_ReadsTheFirst4KiB(t *testing.T) {
+	t.Parallel()
+	head := "a" + strings.Repeat("é", 2047) // 4095 bytes
+	got := NormalizeMessage(head + "ü tail")
+	if got != head {
+		t.Errorf("NormalizeMessage kept %d bytes, want the %d before the cut (the ü straddles it)", len(got), len(head))
+	}
+	long := &durablev1.Failure{Type: "X", Message: strings.Repeat("x", 5000) + " order 1"}
+	other := &durablev1.Failure{Type: "X", Message: strings.Repeat("x", 5000) + " order 2 and more"}
+	if Fingerprint(long) != Fingerprint(other) {
+		t.Error("messages that differ only after 4 KiB have different fingerprints")
+	}
+}
+
+// BenchmarkNormalizeMessage_UnclosedQuotes is a message of escaped and
+// unmatched quotes at the length bound: a pass over it, not a pass per quote.
+func BenchmarkNormalizeMessage_UnclosedQuotes(b *testing.B) {
+	for _, c := range []struct{ name, msg string }{
+		{"EscapedDoubleQuotes", `"` + strings.Repeat(`\"`, 2000)},
+		{"CurlyOpeners", strings.Repeat("“", 1400)},
+		{"SpacedQuotes", strings.Repeat(" '", 2000)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				NormalizeMessage(c.msg)
+			}
+		})
+	}
+}
+
+// BenchmarkFingerprint is the cost the daemon pays on every failed attempt.
+func BenchmarkFingerprint(b *testing.B) {
+	f := &durablev1.Failure{Type: "Unavailable", Message: `dial tcp 10.0.0.7:5432: connect: connection refused (order 8841, key "eu-west")`}
+	for range b.N {
+		Fingerprint(f)
+	}
+}
+
+// FuzzNormalizeMessage: any message normalises without a panic, to valid
+// UTF-8 (for valid input), with no digit left: every number is part of a
+// detail that a placeholder replaced.
+func FuzzNormalizeMessage(f *testing.F) {
+	for _, s := range []string{"order 8841 not found", `a "b\" c`, "[::1]:5432", "0x", "1.2.3.4.5", "fe80::1%eth0", "“x", "2m", "'"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, msg string) {
+		got := NormalizeMessage(msg)
+		if utf8.ValidString(msg) && !utf8.ValidString(got) {
+			t.Fatalf("NormalizeMessage(%q) = %q, not UTF-8", msg, got)
+		}
+		if strings.ContainsAny(got, "0123456789") {
+			t.Fatalf("NormalizeMessage(%q) = %q keeps a digit", msg, got)
+		}
+	})
 }

@@ -192,7 +192,7 @@ func (e *Engine) FailActivityTask(ctx context.Context, req *durablev1.FailActivi
 		}
 		f := req.GetFailure()
 		if f == nil {
-			f = &durablev1.Failure{Type: "Unknown", Message: "the worker reported no failure"}
+			f = systemFailure(activity.TypeUnknown, "the worker reported no failure")
 		}
 		return e.failAttempt(tx, c, a, f, e.now(), false)
 	})

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 
-	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -67,16 +66,6 @@ func matchesActivity(in *durablev1.PendingActivity, q *durablev1.ListActivitiesR
 		return false
 	}
 	return true
-}
-
-// fingerprintOf is the fingerprint of an activity's last failure: the one
-// recorded with it, or for a record written before fingerprints were, the
-// one its failure has.
-func fingerprintOf(in *durablev1.PendingActivity) string {
-	if fp := in.GetFailureFingerprint(); fp != "" || in.GetLastFailure() == nil {
-		return fp
-	}
-	return activity.Fingerprint(in.GetLastFailure())
 }
 
 // deadLetteredRange is the span of dead-lettered times a filter selects.

@@ -290,25 +290,6 @@ func resultOf(o Outcome) AttemptResult {
 	return AttemptRetried
 }
 
-// setLastFailure records the failure an activity's next decision (or an
-// operator) sees, with its fingerprint.
-func setLastFailure(in *durablev1.PendingActivity, f *durablev1.Failure) {
-	in.LastFailure = f
-	in.FailureFingerprint = activity.Fingerprint(f)
-}
-
-// startedEvent is the ActivityTaskStarted event of the attempt that ends the
-// activity. It is written when the attempt ends, beside the event that says
-// how, and carries the time the attempt started: an event's time is when
-// it happened, while its id keeps the order in which history learnt of it.
-func startedEvent(a *durablev1.ActivityRecord) *durablev1.HistoryEvent {
-	in := a.GetInfo()
-	return &durablev1.HistoryEvent{
-		Type: evActivityStarted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Attempt: in.GetAttempt(),
-		Identity: in.GetLastWorkerIdentity(), ScheduledEventId: a.GetScheduledEventId(), Time: in.GetLastStartedTime(),
-	}
-}
-
 // finishActivity removes a completed or failed activity, keeps it with its
 // attempt trail as finished with outcome, and wakes its workflow.
 func (e *Engine) finishActivity(tx Tx, c *change, w *durablev1.WorkflowRecord, a *durablev1.ActivityRecord, outcome string, now time.Time) error {

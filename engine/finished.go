@@ -63,6 +63,18 @@ func keepFinished(tx Tx, a *durablev1.ActivityRecord, outcome string, now time.T
 	return tx.PutFinishedActivity(finishedRecord(a.GetInfo(), outcome, now))
 }
 
+// startedEvent is the ActivityTaskStarted event of the attempt that ends the
+// activity. It is written when the attempt ends, beside the event that says
+// how, and carries the time the attempt started: an event's time is when
+// it happened, while its id keeps the order in which history learnt of it.
+func startedEvent(a *durablev1.ActivityRecord) *durablev1.HistoryEvent {
+	in := a.GetInfo()
+	return &durablev1.HistoryEvent{
+		Type: evActivityStarted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Attempt: in.GetAttempt(),
+		Identity: in.GetLastWorkerIdentity(), ScheduledEventId: a.GetScheduledEventId(), Time: in.GetLastStartedTime(),
+	}
+}
+
 // describedFinished picks what DescribeWorkflow shows of a workflow's
 // finished activities: those inside the retention (the janitor may not have
 // come by yet), at most maxDescribedFinished of the newest, oldest first.

@@ -245,6 +245,11 @@ func (e *Engine) deadLetter(tx Tx, c *change, w *durablev1.WorkflowRecord, a *du
 	in.NextAttemptTime = nil
 	in.LeaseDeadline = nil
 	w.Info.DeadLetters++
+	if id := in.GetRedrivenByOperation(); id != "" {
+		if err := e.countReDeadLetter(tx, c, id); err != nil {
+			return err
+		}
+	}
 	c.dropTimers(in.GetWorkflowId(), in.GetActivityId())
 	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
 		Type: evActivityDeadLettered, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(),
@@ -369,17 +374,7 @@ func (e *Engine) newActivity(c *change, w *durablev1.WorkflowRecord, cmd *durabl
 	if opts.TaskQueue == "" {
 		opts.TaskQueue = w.GetInfo().GetTaskQueue()
 	}
-	if opts.GetStartToCloseTimeout().AsDuration() <= 0 {
-		stc := e.opts.DefaultStartToClose
-		if s := opts.GetScheduleToCloseTimeout().AsDuration(); s > 0 {
-			stc = s
-		}
-		opts.StartToCloseTimeout = durationpb.New(stc)
-	}
-	maxAttempts := opts.GetRetryPolicy().GetMaxAttempts()
-	if maxAttempts <= 0 {
-		maxAttempts = int32(e.opts.DLQAfterAttempts)
-	}
+	e.fillTimeoutDefaults(opts)
 	in := &durablev1.PendingActivity{
 		WorkflowId:      w.GetInfo().GetWorkflowId(),
 		ActivityId:      cmd.GetActivityId(),
@@ -387,7 +382,7 @@ func (e *Engine) newActivity(c *change, w *durablev1.WorkflowRecord, cmd *durabl
 		TaskQueue:       opts.GetTaskQueue(),
 		State:           stateScheduled,
 		Attempt:         1,
-		MaxAttempts:     maxAttempts,
+		MaxAttempts:     e.maxAttemptsOf(opts),
 		ScheduledTime:   ts(now),
 		NextAttemptTime: ts(now),
 		Options:         opts,
@@ -400,4 +395,27 @@ func (e *Engine) newActivity(c *change, w *durablev1.WorkflowRecord, cmd *durabl
 		Info: in, Input: cmd.GetInput(), ScheduledEventId: scheduledEventID,
 		WorkflowType: w.GetInfo().GetWorkflowType(), Seq: e.nextID(c),
 	}
+}
+
+// fillTimeoutDefaults gives options without a start-to-close timeout the
+// schedule-to-close budget as one, or else the daemon's default, so that
+// every attempt has a lease that ends.
+func (e *Engine) fillTimeoutDefaults(opts *durablev1.ActivityOptions) {
+	if opts.GetStartToCloseTimeout().AsDuration() > 0 {
+		return
+	}
+	stc := e.opts.DefaultStartToClose
+	if s := opts.GetScheduleToCloseTimeout().AsDuration(); s > 0 {
+		stc = s
+	}
+	opts.StartToCloseTimeout = durationpb.New(stc)
+}
+
+// maxAttemptsOf is the attempt whose failure dead-letters an activity with
+// these options: the policy's, or the daemon's --dlq-after-attempts.
+func (e *Engine) maxAttemptsOf(opts *durablev1.ActivityOptions) int32 {
+	if n := opts.GetRetryPolicy().GetMaxAttempts(); n > 0 {
+		return n
+	}
+	return int32(e.opts.DLQAfterAttempts)
 }

@@ -7,7 +7,12 @@
 //     pure functions of the activity, the failure and the time.
 //   - activity.go: polls, completions, failures and heartbeats of activities;
 //     failAttempt is the one retry path, for reported failures and expired
-//     leases alike. redrive.go: a dead letter back to attempt 1.
+//     leases alike. redrive.go: a dead letter back to attempt 1, with an
+//     edit of its options if one is given.
+//   - operation.go: the rules of redrive operations (pacing, progress,
+//     cancel); operation_run.go: their start, describe, list and cancel;
+//     releaser.go: the goroutine that releases their letters, and resume
+//     after a restart.
 //   - workflow.go: workflow starts, workflow tasks and their commands.
 //   - timers.go: what happens when a lease, a budget or a workflow timer runs
 //     out.

@@ -43,11 +43,20 @@ type Engine struct {
 	janitorDone chan struct{}
 	// trailJanitorDone closes when the janitor of finished activities stops.
 	trailJanitorDone chan struct{}
+
+	// Operations (operation_run.go): opSeq is the number of the last one
+	// started, owned by the batcher; the rest is guarded by mu.
+	opSeq    int64
+	ops      map[int64]*opRun // running operations
+	opsPurge []int64          // operations whose work list is to be deleted
+	opsWake  chan struct{}
+	opsDone  chan struct{}
 }
 
 // New returns an engine over store. It reads the id counter and the earliest
 // timer from the store and starts the timer loop; leases that expired while the
-// daemon was down are failed as timeouts when the loop first runs.
+// daemon was down are failed as timeouts when the loop first runs. Redrive
+// operations that were running go on from where they stopped, paced from now.
 func New(store Store, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
 	seed := opts.Seed
@@ -70,6 +79,9 @@ func New(store Store, opts Options) (*Engine, error) {
 		closeSubs:   map[string][]chan struct{}{},
 		counts:      map[stateKey]int{},
 		janitorDone: make(chan struct{}),
+		ops:         map[int64]*opRun{},
+		opsWake:     make(chan struct{}, 1),
+		opsDone:     make(chan struct{}),
 
 		trailJanitorDone: make(chan struct{}),
 	}
@@ -79,7 +91,10 @@ func New(store Store, opts Options) (*Engine, error) {
 			return err
 		}
 		e.seq = n
-		return e.rebuildIndex(tx)
+		if err := e.rebuildIndex(tx); err != nil {
+			return err
+		}
+		return e.loadOperations(tx)
 	})
 	if err != nil {
 		return nil, err
@@ -88,6 +103,7 @@ func New(store Store, opts Options) (*Engine, error) {
 	go e.timerLoop()
 	go e.auditJanitor()
 	go e.trailJanitor()
+	go e.releaser()
 	return e, nil
 }
 
@@ -108,6 +124,7 @@ func (e *Engine) Close() error {
 	<-e.loopDone
 	<-e.janitorDone
 	<-e.trailJanitorDone
+	<-e.opsDone
 	<-e.batcherDone
 	return nil
 }
@@ -127,6 +144,7 @@ type change struct {
 	moves      []stateMove   // activities between counts, see gauge.go
 	observed   []observation // for the Observer, see observe.go
 	audits     []auditNote   // operator actions, see audit.go
+	operations []*durablev1.Operation
 }
 
 func (c *change) enqueue(q QueueEntry) { c.entries = append(c.entries, q) }

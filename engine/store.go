@@ -106,6 +106,31 @@ type Tx interface {
 	// oldest first, and returns how many it deleted.
 	DeleteAuditBefore(t time.Time, limit int) (int, error)
 
+	// GetAudit returns the audit record written under its time and id.
+	GetAudit(t time.Time, id int64) (*durablev1.AuditRecord, error)
+
+	// GetOperation returns the operation record numbered seq.
+	GetOperation(seq int64) (*durablev1.OperationRecord, error)
+	// PutOperation writes an operation record under its seq, replacing the
+	// one there.
+	PutOperation(r *durablev1.OperationRecord) error
+	// DeleteOperation removes an operation record; its work list stays
+	// until DeleteOperationItems removes it.
+	DeleteOperation(seq int64) error
+	// Operations calls fn for operation records, newest (highest seq)
+	// first, starting after the given cursor (nil: the newest), until fn
+	// returns false. It returns the cursor of the last record passed to fn.
+	Operations(after []byte, fn func(*durablev1.OperationRecord) bool) (last []byte, err error)
+	// PutOperationItems writes work items of operation seq, refs[i] at
+	// index from+i.
+	PutOperationItems(seq, from int64, refs []*durablev1.ActivityRef) error
+	// OperationItems returns up to limit work items of operation seq, in
+	// index order from index from; fewer at the end of the list.
+	OperationItems(seq, from int64, limit int) ([]*durablev1.ActivityRef, error)
+	// DeleteOperationItems deletes up to limit work items of operation seq,
+	// lowest index first, and returns how many it deleted.
+	DeleteOperationItems(seq int64, limit int) (int, error)
+
 	// Counter and SetCounter keep the engine's id sequence (queue sequence
 	// numbers and audit ids), which must grow across restarts.
 	Counter() (int64, error)

@@ -120,9 +120,10 @@ func (s *Server) RedriveDeadLetter(ctx context.Context, req *durablev1.RedriveDe
 	return reply(s, ctx, method, resp, err)
 }
 
-// RedriveDeadLetters puts back every dead letter a filter matches (or the
-// ones listed) at the requested rate, in the audit log under the calling
-// principal.
+// RedriveDeadLetters starts a redrive operation that puts back every dead
+// letter a filter matches (or the ones listed) at the requested rate, and
+// answers at once with it; in the audit log under the calling principal.
+// With dry_run it only says what would match.
 func (s *Server) RedriveDeadLetters(ctx context.Context, req *durablev1.RedriveDeadLettersRequest) (*durablev1.RedriveDeadLettersResponse, error) {
 	const method = "RedriveDeadLetters"
 	if err := s.check().redriveDeadLetters(req); err != nil {

@@ -291,6 +291,18 @@ func (v validator) optionsPatch(path string, p *durablev1.OptionsPatch) error {
 	return nil
 }
 
+// edit checks an optional edit of a redrive: a valid patch that changes
+// something (an edit that sets no field is a mistake, not a no-op).
+func (v validator) edit(path string, p *durablev1.OptionsPatch) error {
+	if p == nil {
+		return nil
+	}
+	if !patchSetsSomething(p) {
+		return invalidf(path, "sets no field; leave it out to redrive with the options as they are")
+	}
+	return v.optionsPatch(path, p)
+}
+
 // patchSetsSomething reports whether p sets at least one field.
 func patchSetsSomething(p *durablev1.OptionsPatch) bool {
 	return p.InitialMs != nil || p.Backoff != nil || p.MaxIntervalMs != nil || p.MaxAttempts != nil ||

@@ -50,11 +50,12 @@ type (
 		finished *durablev1.FinishedActivity
 		err      error
 	}
-	// redriveDoneMsg answers a redrive; resp is set for a bulk one.
+	// redriveDoneMsg answers a redrive; op is set for a bulk one, the
+	// operation the daemon started.
 	redriveDoneMsg struct {
-		job  int
-		resp *durablev1.RedriveDeadLettersResponse
-		err  error
+		job int
+		op  *durablev1.Operation
+		err error
 	}
 )
 
@@ -134,11 +135,11 @@ func redriveCmd(ctx context.Context, b Backend, job int, r ref, reason string) t
 	}
 }
 
-// redriveListCmd is one bulk redrive; ctx carries its deadline and lets the
-// operator stop it.
+// redriveListCmd starts one bulk redrive; ctx carries its deadline and lets
+// the operator stop waiting for the answer.
 func redriveListCmd(ctx context.Context, b Backend, job int, p RedriveListParams) tea.Cmd {
 	return func() tea.Msg {
-		resp, err := b.RedriveList(ctx, p)
-		return redriveDoneMsg{job: job, resp: resp, err: err}
+		op, err := b.RedriveList(ctx, p)
+		return redriveDoneMsg{job: job, op: op, err: err}
 	}
 }

@@ -103,7 +103,7 @@ func (f *fakeBackend) Redrive(_ context.Context, workflowID, activityID, reason 
 // auditID is the record id the fake daemon gives every bulk redrive.
 const auditID = 41
 
-func (f *fakeBackend) RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.RedriveDeadLettersResponse, error) {
+func (f *fakeBackend) RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.Operation, error) {
 	f.mu.Lock()
 	call := bulkCall{reason: p.Reason, perSecond: p.PerSecond}
 	for _, r := range p.Refs {
@@ -123,7 +123,8 @@ func (f *fakeBackend) RedriveList(ctx context.Context, p RedriveListParams) (*du
 		}
 	}
 	n := int64(len(p.Refs))
-	return &durablev1.RedriveDeadLettersResponse{Matched: n, Count: n, Redriven: p.Refs, AuditId: auditID}, nil
+	return &durablev1.Operation{Id: "op-7", Kind: "redrive", State: durablev1.OperationState_OPERATION_STATE_RUNNING,
+		Matched: n, Left: n, Rate: float64(p.PerSecond), Listed: true, AuditId: auditID}, nil
 }
 
 func (f *fakeBackend) AuditLog(_ context.Context, limit int) ([]*durablev1.AuditRecord, error) {

@@ -15,15 +15,19 @@ const auditUsage = `
 Usage: wf audit [--since DUR] [--limit N]
 
 Lists the daemon's audit log, newest first: every redrive, single or bulk,
-with its id (the one 'wf dlq redrive --all' prints), who made it (the principal of the token or certificate, and its role;
-"local" when durabled runs without --auth), when, what it selected, how many
-letters went out of how many matched, and the reason given with --reason.
+and every cancel of an operation, with its id (the one 'wf dlq redrive
+--all' prints), who made it (the principal of the token or certificate, and
+its role; "local" when durabled runs without --auth), when, what it
+selected, how many letters went out of how many matched, any edit of their
+options (in --json), and the reason given with --reason.
 
 The record is written in the same transaction as the action, so the log
 neither misses a redrive nor shows one that did not happen. A bulk redrive
-is one record that counts letters as the daemon releases them; COUNT says
-"unfinished" while it runs, and keeps saying it when the redrive was cut
-short (Ctrl-C, --timeout, a daemon restart) at the count it reached.
+is a redrive operation (ACTION names it, e.g. "bulk redrive op-3") and one
+record that counts letters as the daemon releases them; COUNT says
+"unfinished" while it runs. A cancel is a record of its own, with the
+letters it kept in the dead-letter queue ("kept 180/300"), and the
+operation's record ends at the count it reached ("120/300").
 
 Examples:
   wf audit
@@ -104,25 +108,36 @@ func printAudit(w io.Writer, records []*durablev1.AuditRecord, now time.Time) {
 			at := r.GetTime().AsTime()
 			when = at.UTC().Format(auditTimeLayout) + " (" + relative(at, now) + ")"
 		}
-		row(t, "#"+strconv.FormatInt(r.GetId(), 10), when, dash(r.GetPrincipal()), dash(r.GetRole()), auditAction(r.GetRpc()), auditCount(r),
+		row(t, "#"+strconv.FormatInt(r.GetId(), 10), when, dash(r.GetPrincipal()), dash(r.GetRole()), auditAction(r), auditCount(r),
 			cut(auditSelection(r), 60), dash(cut(r.GetReason(), 80)))
 	}
 	t.Flush()
 }
 
-// auditAction names an RPC the way an operator asked for it.
-func auditAction(rpc string) string {
-	switch rpc {
+// auditAction names an action the way an operator asked for it, with the
+// operation it started or cancelled.
+func auditAction(r *durablev1.AuditRecord) string {
+	op := ""
+	if id := r.GetOperationId(); id != "" {
+		op = " " + id
+	}
+	switch r.GetRpc() {
 	case "RedriveDeadLetter":
 		return "redrive"
 	case "RedriveDeadLetters":
-		return "bulk redrive"
+		return "bulk redrive" + op
+	case "CancelOperation":
+		return "cancel" + op
 	}
-	return dash(rpc)
+	return dash(r.GetRpc())
 }
 
-// auditCount is "count/matched", marked while the action is not done.
+// auditCount is "count/matched", marked while the action is not done; for
+// a cancel, the letters it kept in the dead-letter queue.
 func auditCount(r *durablev1.AuditRecord) string {
+	if r.GetRpc() == "CancelOperation" {
+		return fmt.Sprintf("kept %d/%d", r.GetCount(), r.GetMatched())
+	}
 	s := strconv.FormatInt(r.GetCount(), 10) + "/" + strconv.FormatInt(r.GetMatched(), 10)
 	if !r.GetDone() {
 		s += " unfinished"

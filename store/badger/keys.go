@@ -69,6 +69,16 @@ const (
 	// is the AuditRecords cursor.
 	prefixAudit byte = 0x40
 
+	// prefixOperation: 0x50 | seq:i64 → OperationRecord.
+	// Operations by the number in their id, which grows with each one
+	// started: oldest first in key order, read newest first with a reverse
+	// iterator. The whole key is the Operations cursor.
+	prefixOperation byte = 0x50
+	// prefixOperationItem: 0x51 | seq:i64 | index:i64 → ActivityRef.
+	// The work list of one operation: the letters it selected when it
+	// started, in the order it releases them.
+	prefixOperationItem byte = 0x51
+
 	// prefixFinished: 0x70 | workflow_id:s16 | activity_id:rest →
 	// FinishedActivity. An activity that completed, failed or was pending
 	// when its workflow closed, with its attempt trail, kept for the attempt
@@ -276,6 +286,13 @@ func auditKey(t time.Time, id int64) []byte {
 	return appendI64(appendTime(newKey(prefixAudit, 16), t), id)
 }
 
+func operationKey(seq int64) []byte { return appendI64(newKey(prefixOperation, 8), seq) }
+
+// operationItemPrefix is the range of one operation's work list.
+func operationItemPrefix(seq int64) []byte { return appendI64(newKey(prefixOperationItem, 16), seq) }
+
+func operationItemKey(seq, index int64) []byte { return appendI64(operationItemPrefix(seq), index) }
+
 // keyReader decodes a key part by part; the first failure sticks in err.
 type keyReader struct {
 	b   []byte
@@ -389,6 +406,20 @@ func decodeDeadLetterKey(k []byte) (deadLetterRef, error) {
 		return deadLetterRef{}, fmt.Errorf("dead-letter key %x: %w", k, r.err)
 	}
 	return d, nil
+}
+
+// decodeOperationItemKey returns the operation and index an item key names.
+func decodeOperationItemKey(k []byte) (seq, index int64, err error) {
+	r := keyReader{b: k}
+	r.expect(prefixOperationItem)
+	seq, index = r.i64(), r.i64()
+	if r.err == nil && len(r.b) != 0 {
+		r.fail()
+	}
+	if r.err != nil {
+		return 0, 0, fmt.Errorf("operation item key %x: %w", k, r.err)
+	}
+	return seq, index, nil
 }
 
 func decodeCounter(v []byte) (int64, error) {

@@ -106,6 +106,25 @@ func TestFinishedKeys_RoundTrip(t *testing.T) {
 	}
 }
 
+func TestOperationItemKey_RoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, c := range [][2]int64{{1, 0}, {42, 7}, {1 << 40, 1<<62 + 3}} {
+		k := operationItemKey(c[0], c[1])
+		if !bytes.HasPrefix(k, operationItemPrefix(c[0])) {
+			t.Fatalf("key %x lacks its operation's prefix", k)
+		}
+		seq, index, err := decodeOperationItemKey(k)
+		if err != nil || seq != c[0] || index != c[1] {
+			t.Errorf("decoded (%d, %d, %v), want (%d, %d)", seq, index, err, c[0], c[1])
+		}
+	}
+	for _, k := range [][]byte{nil, operationKey(1), operationItemKey(1, 2)[:12], append(operationItemKey(1, 2), 'x')} {
+		if _, _, err := decodeOperationItemKey(k); !errors.Is(err, errCorrupt) {
+			t.Errorf("decodeOperationItemKey(%x): err = %v, want errCorrupt", k, err)
+		}
+	}
+}
+
 func TestCounterValue_RoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int64{0, 1, -1, 1 << 62} {
@@ -121,7 +140,8 @@ func TestCounterValue_RoundTrip(t *testing.T) {
 
 // TestKeys_SortByValue checks that byte order of each key kind is the order
 // the store promises: due time, then seq (queues); due time (timers); event id
-// (history); dead-lettered time (dead letters).
+// (history); dead-lettered time (dead letters); seq (operations), then index
+// (work items).
 func TestKeys_SortByValue(t *testing.T) {
 	t.Parallel()
 	q := func(due time.Duration, seq int64, wf string) []byte {
@@ -151,6 +171,11 @@ func TestKeys_SortByValue(t *testing.T) {
 			deadLetterKey(keyT0.Add(time.Microsecond), "a", "a"), deadLetterKey(keyT0.Add(time.Hour), "a", "a"),
 		}},
 		{"WorkflowsByID", [][]byte{workflowKey(""), workflowKey("a"), workflowKey("a-1"), workflowKey("ab"), workflowKey("b")}},
+		{"OperationsBySeq", [][]byte{operationKey(-1), operationKey(1), operationKey(2), operationKey(255), operationKey(256), operationKey(1 << 40)}},
+		{"OperationItemsBySeqThenIndex", [][]byte{
+			operationItemKey(1, 0), operationItemKey(1, 1), operationItemKey(1, 255), operationItemKey(1, 256), operationItemKey(1, 1<<40),
+			operationItemKey(2, 0), operationItemKey(256, 0),
+		}},
 		{"ActivityStateByStateThenType", [][]byte{
 			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, "Zzz", "z", "z"),
 			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "A", "z", "z"),
@@ -197,6 +222,8 @@ func TestKeys_PrefixesDoNotOverlap(t *testing.T) {
 		{"ActivitiesOfLongerID", activityPrefix("wf"), activityKey("wf1", "1")},
 		{"QueueOfLongerName", queuePrefix(engine.ActivityTask, "q"), queueKey(engine.QueueEntry{Kind: engine.ActivityTask, Queue: "q2"})},
 		{"QueueOfOtherKind", queuePrefix(engine.ActivityTask, "q"), queueKey(engine.QueueEntry{Kind: engine.WorkflowTask, Queue: "q"})},
+		{"ItemsOfOtherOperation", operationItemPrefix(1), operationItemKey(2, 1)},
+		{"ItemsOfOperationWithHigherByte", operationItemPrefix(1), operationItemKey(256+1, 0)},
 		{"StateOfLongerType", activityStatePrefix(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "Charge", true),
 			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "ChargeCard", "w", "a")},
 		{"StateOfOtherState", activityStatePrefix(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "", false),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
@@ -261,4 +262,40 @@ func TestDescribeShowsFinishedAttempts(t *testing.T) {
 	}
 	// --attempts bounds the rows per activity, and says how many there were.
 	mustContain(t, wf(t, "--addr", addr, "describe", "trail-1", "--attempts", "1").wantCode(t, exitOK).stdout, "3 (last 1)")
+}
+
+// TestPrintFinished: the finished table gives each attempt a row, says how
+// a running attempt that its workflow's close cut off ended, and how many
+// attempts --attempts left out.
+func TestPrintFinished(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(d)) }
+	fins := []*durablev1.FinishedActivity{
+		{Outcome: "completed", FinishedTime: at(-time.Minute), Activity: &durablev1.PendingActivity{ActivityId: "1", ActivityType: "Charge",
+			AttemptsTruncated: 2, Attempts: []*durablev1.AttemptRecord{
+				{Attempt: 3, Identity: "w-1", StartedTime: at(-3 * time.Minute), EndedTime: at(-3*time.Minute + 300*time.Millisecond), Failure: &durablev1.Failure{Type: "Unavailable", Message: "db down"}},
+				{Attempt: 4, Identity: "w-2", StartedTime: at(-2 * time.Minute), EndedTime: at(-time.Minute)},
+			}}},
+		{Outcome: "workflow_closed", FinishedTime: at(-time.Second), Activity: &durablev1.PendingActivity{ActivityId: "2", ActivityType: "Ship",
+			Attempts: []*durablev1.AttemptRecord{{Attempt: 1, Identity: "w-3", StartedTime: at(-10 * time.Second)}}}},
+		{Outcome: "workflow_closed", FinishedTime: at(-time.Second), Activity: &durablev1.PendingActivity{ActivityId: "3", ActivityType: "Mail"}},
+	}
+	var b strings.Builder
+	printFinished(&b, fins, 1, now)
+	out := b.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want a title, a header and one row per activity (--attempts 1):\n%s", len(lines), out)
+	}
+	for i, want := range [][]string{
+		{"1", "Charge", "completed", "1m00s ago", "4 (last 1)", "4", "w-2", "1m00s", "completed"},
+		{"2", "Ship", "workflow closed", "1s ago", "1", "w-3", "-", "cut off: the workflow closed"},
+		{"3", "Mail", "workflow closed", "0", "never started"},
+	} {
+		mustContain(t, lines[2+i], want...)
+	}
+	b.Reset()
+	printFinished(&b, fins[:1], 0, now)
+	mustContain(t, b.String(), "Unavailable: db down", "300ms", "4 ")
 }

@@ -13,8 +13,9 @@ import (
 // pageSize is what the list helpers ask for per page.
 const pageSize = 500
 
-// Describe returns a workflow and its pending activities (dead letters
-// included) without waiting.
+// Describe returns a workflow, its pending activities (dead letters
+// included) and the activities that finished within the daemon's attempt
+// retention, with their attempts, without waiting.
 func (c *Client) Describe(ctx context.Context, id string) (*durablev1.DescribeWorkflowResponse, error) {
 	resp, err := c.svc.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: id})
 	if err != nil {
@@ -58,7 +59,8 @@ type DeadLetterFilter struct {
 	// FailureType matches the type of the failure that dead-lettered it.
 	FailureType string
 	// FailureFingerprint matches the fingerprint of that failure
-	// (PendingActivity.failure_fingerprint) exactly.
+	// (activity.Fingerprint): its type and its message with numbers, ids
+	// and quoted values normalised.
 	FailureFingerprint string
 	// DeadLetteredAfter, if set, leaves out letters dead-lettered before it.
 	DeadLetteredAfter time.Time
@@ -111,6 +113,44 @@ func timestamp(t time.Time) *timestamppb.Timestamp {
 		return nil
 	}
 	return timestamppb.New(t)
+}
+
+// ActivityFilter narrows ListActivities; zero fields match anything.
+type ActivityFilter struct {
+	// State is one state: scheduled, started (running), retrying or
+	// dead-lettered.
+	State durablev1.ActivityState
+	// MinAttempt leaves out activities at an earlier attempt.
+	MinAttempt int32
+	// FailureType and FailureFingerprint match the activity's last failure.
+	FailureType        string
+	FailureFingerprint string
+	ActivityType       string
+	TaskQueue          string
+}
+
+// ListActivities returns every pending activity across workflows that
+// matches f, following page tokens: grouped by state, then by type, then in
+// workflow and activity id order. The daemon reads them from an index of
+// activities by state and type, not from a scan of workflows, so a narrow
+// State and ActivityType make it cheap.
+func (c *Client) ListActivities(ctx context.Context, f ActivityFilter) ([]*durablev1.PendingActivity, error) {
+	var out []*durablev1.PendingActivity
+	req := &durablev1.ListActivitiesRequest{
+		State: f.State, MinAttempt: f.MinAttempt, FailureType: f.FailureType, FailureFingerprint: f.FailureFingerprint,
+		ActivityType: f.ActivityType, TaskQueue: f.TaskQueue, PageSize: pageSize,
+	}
+	for {
+		resp, err := c.svc.ListActivities(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("list activities: %w", err)
+		}
+		out = append(out, resp.GetActivities()...)
+		req.NextPageToken = resp.GetNextPageToken()
+		if len(req.NextPageToken) == 0 {
+			return out, nil
+		}
+	}
 }
 
 // RedriveOption tunes a redrive.

@@ -175,10 +175,10 @@ func (e *Engine) CompleteActivityTask(ctx context.Context, req *durablev1.Comple
 		in := a.GetInfo()
 		e.endAttempt(tx, c, in, now, nil, AttemptCompleted)
 		e.appendEvents(tx, w, now,
-			&durablev1.HistoryEvent{Type: evActivityStarted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Attempt: in.GetAttempt(), Identity: in.GetLastWorkerIdentity(), ScheduledEventId: a.GetScheduledEventId()},
+			startedEvent(a),
 			&durablev1.HistoryEvent{Type: evActivityCompleted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Result: req.GetResult(), Identity: req.GetIdentity(), ScheduledEventId: a.GetScheduledEventId()},
 		)
-		return e.finishActivity(tx, c, w, a, now)
+		return e.finishActivity(tx, c, w, a, FinishedCompleted, now)
 	})
 	return &durablev1.Empty{}, err
 }
@@ -207,7 +207,7 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 	if err != nil {
 		return err
 	}
-	in.LastFailure = f
+	setLastFailure(in, f)
 	d := Decide(in, f, now, e.jitter)
 	result := resultOf(d.Outcome)
 	if timedOut {
@@ -217,10 +217,10 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 	switch d.Outcome {
 	case OutcomeFail:
 		e.appendEvents(tx, w, now,
-			&durablev1.HistoryEvent{Type: evActivityStarted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Attempt: in.GetAttempt(), Identity: in.GetLastWorkerIdentity(), ScheduledEventId: a.GetScheduledEventId()},
+			startedEvent(a),
 			&durablev1.HistoryEvent{Type: evActivityFailed, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Failure: f, Attempt: in.GetAttempt(), ScheduledEventId: a.GetScheduledEventId()},
 		)
-		return e.finishActivity(tx, c, w, a, now)
+		return e.finishActivity(tx, c, w, a, FinishedFailed, now)
 	case OutcomeDeadLetter:
 		return e.deadLetter(tx, c, w, a, d.Failure, now)
 	}
@@ -240,7 +240,7 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 func (e *Engine) deadLetter(tx Tx, c *change, w *durablev1.WorkflowRecord, a *durablev1.ActivityRecord, f *durablev1.Failure, now time.Time) error {
 	in := a.GetInfo()
 	in.State = stateDead
-	in.LastFailure = f
+	setLastFailure(in, f)
 	in.DeadLetteredTime = ts(now)
 	in.NextAttemptTime = nil
 	in.LeaseDeadline = nil
@@ -295,9 +295,13 @@ func resultOf(o Outcome) AttemptResult {
 	return AttemptRetried
 }
 
-// finishActivity removes a completed or failed activity and wakes its workflow.
-func (e *Engine) finishActivity(tx Tx, c *change, w *durablev1.WorkflowRecord, a *durablev1.ActivityRecord, now time.Time) error {
+// finishActivity removes a completed or failed activity, keeps it with its
+// attempt trail as finished with outcome, and wakes its workflow.
+func (e *Engine) finishActivity(tx Tx, c *change, w *durablev1.WorkflowRecord, a *durablev1.ActivityRecord, outcome string, now time.Time) error {
 	in := a.GetInfo()
+	if err := keepFinished(tx, a, outcome, now); err != nil {
+		return err
+	}
 	if err := tx.DeleteActivity(in.GetWorkflowId(), in.GetActivityId()); err != nil {
 		return err
 	}

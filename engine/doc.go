@@ -21,7 +21,10 @@
 //   - index.go, poll.go: the in-memory queue and timer heaps and the long polls
 //     parked on them.
 //   - query.go, watch.go, latency.go: describe, lists, the Watch stream and the
-//     attempt latency histograms.
+//     attempt latency histograms. activities_query.go: pending activities
+//     across workflows, read from the store's state index.
+//   - finished.go: what is kept of an activity that ended (its attempt
+//     trail) and the janitor that deletes it after the attempt retention.
 //   - store.go: the Store interface and the index entries a record implies.
 //
 // Tests run the engine on a FakeClock over an in-memory store; nothing in a

@@ -41,6 +41,8 @@ type Engine struct {
 	closeSubs   map[string][]chan struct{} // workflow id → waiters for its close
 	counts      map[stateKey]int           // activities per queue and state, see gauge.go
 	janitorDone chan struct{}
+	// trailJanitorDone closes when the janitor of finished activities stops.
+	trailJanitorDone chan struct{}
 
 	// Operations (operation_run.go): opSeq is the number of the last one
 	// started, owned by the batcher; the rest is guarded by mu.
@@ -80,6 +82,8 @@ func New(store Store, opts Options) (*Engine, error) {
 		ops:         map[int64]*opRun{},
 		opsWake:     make(chan struct{}, 1),
 		opsDone:     make(chan struct{}),
+
+		trailJanitorDone: make(chan struct{}),
 	}
 	err := store.View(func(tx Tx) error {
 		n, err := tx.Counter()
@@ -98,6 +102,7 @@ func New(store Store, opts Options) (*Engine, error) {
 	go e.batcher()
 	go e.timerLoop()
 	go e.auditJanitor()
+	go e.trailJanitor()
 	go e.releaser()
 	return e, nil
 }
@@ -118,6 +123,7 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	<-e.loopDone
 	<-e.janitorDone
+	<-e.trailJanitorDone
 	<-e.opsDone
 	<-e.batcherDone
 	return nil

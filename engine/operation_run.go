@@ -172,11 +172,9 @@ func (e *Engine) selectDeadLetters(req *durablev1.RedriveDeadLettersRequest, vis
 			return nil
 		}
 		f := req.GetFilter()
-		_, err := tx.DeadLetters(nil, func(a *durablev1.ActivityRecord) bool {
+		// The dead-lettered time bounds are a range of the index: seek.
+		_, err := tx.DeadLettersIn(deadLetteredRange(f), nil, func(a *durablev1.ActivityRecord) bool {
 			in := a.GetInfo()
-			if pastDeadLetterWindow(in, f) {
-				return false
-			}
 			if matchesDeadLetter(in, f) {
 				add(in)
 			}

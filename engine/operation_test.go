@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/tinyllm/durable/activity"
 	"github.com/tinyllm/durable/engine"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	badgerstore "github.com/tinyllm/durable/store/badger"
@@ -388,9 +389,12 @@ func TestRedriveOperationFiltersByTimeAndFingerprint(t *testing.T) {
 	if n := dry(&durablev1.DeadLetterFilter{DeadLetteredBefore: ts(times[0])}); n != 0 {
 		t.Errorf("before the first: %d, want 0", n)
 	}
-	// The fingerprint is opaque to the filter; these letters have none, so
-	// a filter on one matches none of them.
-	if n := dry(&durablev1.DeadLetterFilter{FailureFingerprint: "X: down"}); n != 0 {
+	// Every letter failed with X: down, so its fingerprint selects them
+	// all, and that of another failure none.
+	if n := dry(&durablev1.DeadLetterFilter{FailureFingerprint: activity.Fingerprint(&durablev1.Failure{Type: "X", Message: "down"})}); n != 5 {
+		t.Errorf("by the letters' fingerprint: %d, want 5", n)
+	}
+	if n := dry(&durablev1.DeadLetterFilter{FailureFingerprint: activity.Fingerprint(&durablev1.Failure{Type: "X", Message: "up"})}); n != 0 {
 		t.Errorf("by a fingerprint no letter has: %d, want 0", n)
 	}
 }

@@ -34,6 +34,9 @@ type Options struct {
 	Observer Observer
 	// AuditRetention is how long audit records are kept; default 90 days.
 	AuditRetention time.Duration
+	// AttemptRetention is how long a finished activity is kept with its
+	// attempt trail; default 7 days.
+	AttemptRetention time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -63,6 +66,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.AuditRetention <= 0 {
 		o.AuditRetention = DefaultAuditRetention
+	}
+	if o.AttemptRetention <= 0 {
+		o.AttemptRetention = DefaultAttemptRetention
 	}
 	return o
 }

@@ -123,8 +123,7 @@ func refOf(in *durablev1.PendingActivity) *durablev1.ActivityRef {
 }
 
 // matchesDeadLetter reports whether a letter matches every field of f that
-// is set; a nil filter matches every letter. The fingerprint is compared as
-// an opaque string.
+// is set; a nil filter matches every letter.
 func matchesDeadLetter(in *durablev1.PendingActivity, f *durablev1.DeadLetterFilter) bool {
 	switch {
 	case f.GetWorkflowId() != "" && in.GetWorkflowId() != f.GetWorkflowId():
@@ -133,20 +132,12 @@ func matchesDeadLetter(in *durablev1.PendingActivity, f *durablev1.DeadLetterFil
 		return false
 	case f.GetFailureType() != "" && in.GetLastFailure().GetType() != f.GetFailureType():
 		return false
-	case f.GetFailureFingerprint() != "" && in.GetFailureFingerprint() != f.GetFailureFingerprint():
+	case f.GetFailureFingerprint() != "" && fingerprintOf(in) != f.GetFailureFingerprint():
 		return false
-	case f.GetDeadLetteredAfter() != nil && in.GetDeadLetteredTime().AsTime().Before(f.GetDeadLetteredAfter().AsTime()):
-		return false
-	case f.GetDeadLetteredBefore() != nil && !in.GetDeadLetteredTime().AsTime().Before(f.GetDeadLetteredBefore().AsTime()):
+	case !deadLetteredRange(f).Contains(in.GetDeadLetteredTime().AsTime()):
 		return false
 	}
 	return true
-}
-
-// pastDeadLetterWindow reports whether a letter, and so every later one in
-// the oldest-first dead-letter index, is past the filter's upper bound.
-func pastDeadLetterWindow(in *durablev1.PendingActivity, f *durablev1.DeadLetterFilter) bool {
-	return f.GetDeadLetteredBefore() != nil && !in.GetDeadLetteredTime().AsTime().Before(f.GetDeadLetteredBefore().AsTime())
 }
 
 func orEmpty(f *durablev1.DeadLetterFilter) *durablev1.DeadLetterFilter {

@@ -34,6 +34,7 @@ func validateAny(kind uint8, data []byte) (proto.Message, error) {
 		{&durablev1.DescribeWorkflowRequest{}, func(m proto.Message) error { return v.describeWorkflow(m.(*durablev1.DescribeWorkflowRequest)) }},
 		{&durablev1.RedriveDeadLettersRequest{}, func(m proto.Message) error { return v.redriveDeadLetters(m.(*durablev1.RedriveDeadLettersRequest)) }},
 		{&durablev1.ListAuditRecordsRequest{}, func(m proto.Message) error { return v.listAuditRecords(m.(*durablev1.ListAuditRecordsRequest)) }},
+		{&durablev1.ListActivitiesRequest{}, func(m proto.Message) error { return v.listActivities(m.(*durablev1.ListActivitiesRequest)) }},
 		{&durablev1.DescribeOperationRequest{}, func(m proto.Message) error { return v.describeOperation(m.(*durablev1.DescribeOperationRequest)) }},
 		{&durablev1.ListOperationsRequest{}, func(m proto.Message) error { return v.listOperations(m.(*durablev1.ListOperationsRequest)) }},
 		{&durablev1.CancelOperationRequest{}, func(m proto.Message) error { return v.cancelOperation(m.(*durablev1.CancelOperationRequest)) }},

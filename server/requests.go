@@ -55,6 +55,29 @@ func (v validator) listDeadLetters(r *durablev1.ListDeadLettersRequest) error {
 	)
 }
 
+func (v validator) listActivities(r *durablev1.ListActivitiesRequest) error {
+	return first(
+		func() error {
+			if _, ok := durablev1.ActivityState_name[int32(r.GetState())]; !ok {
+				return invalidf("state", "unknown activity state %d", r.GetState())
+			}
+			return nil
+		},
+		func() error {
+			if n := r.GetMinAttempt(); n < 0 || n > maxAttempts {
+				return invalidf("min_attempt", "must be in [0, %d], got %d", maxAttempts, n)
+			}
+			return nil
+		},
+		func() error { return v.text("failure_type", r.GetFailureType()) },
+		func() error { return v.fingerprint("failure_fingerprint", r.GetFailureFingerprint()) },
+		func() error { return v.text("activity_type", r.GetActivityType()) },
+		func() error { return v.text("task_queue", r.GetTaskQueue()) },
+		func() error { return v.pageSize("page_size", r.GetPageSize()) },
+		func() error { return v.pageToken("next_page_token", r.GetNextPageToken()) },
+	)
+}
+
 func (v validator) redriveDeadLetter(r *durablev1.RedriveDeadLetterRequest) error {
 	return first(
 		func() error { return v.id("workflow_id", r.GetWorkflowId()) },

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -308,14 +309,20 @@ func patchSetsSomething(p *durablev1.OptionsPatch) bool {
 		p.NonRetryable != nil || p.StartToCloseTimeout != nil || p.HeartbeatTimeout != nil || p.ScheduleToCloseTimeout != nil
 }
 
-// fingerprint checks an optional failure fingerprint, which is opaque here:
-// UTF-8, no longer than a payload (it is derived from a failure message).
+// fingerprint checks an optional failure fingerprint: the hex digits
+// activity.Fingerprint returns, so that a mistyped or cut one is an error
+// rather than a filter that silently matches nothing.
 func (v validator) fingerprint(path, s string) error {
-	if len(s) > v.maxPayload {
-		return invalidf(path, "must be at most %d bytes, got %d", v.maxPayload, len(s))
+	if s == "" {
+		return nil
 	}
-	if !utf8.ValidString(s) {
-		return invalidf(path, "must be valid UTF-8")
+	if len(s) != activity.FingerprintLen {
+		return invalidf(path, "must be %d hex digits (as wf dlq list --group prints it), got %d characters", activity.FingerprintLen, len(s))
+	}
+	for _, r := range s {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return invalidf(path, "must be %d lower-case hex digits, got %q", activity.FingerprintLen, s)
+		}
 	}
 	return nil
 }

@@ -89,7 +89,36 @@ func TestListDeadLetters_BadInput(t *testing.T) {
 		{"ActivityTypeControlChar", &durablev1.ListDeadLettersRequest{ActivityType: "x\x1b[2J"}, codes.InvalidArgument, "activity_type"},
 		{"FailureTypeTooLong", &durablev1.ListDeadLettersRequest{FailureType: longID}, codes.InvalidArgument, "failure_type"},
 		{"PageTokenTooLong", &durablev1.ListDeadLettersRequest{NextPageToken: longToken}, codes.InvalidArgument, "next_page_token"},
+		{"ForeignPageToken", &durablev1.ListDeadLettersRequest{NextPageToken: []byte("garbage")}, codes.InvalidArgument, "next_page_token"},
+		{"ShortFingerprint", &durablev1.ListDeadLettersRequest{FailureFingerprint: "3f2a"}, codes.InvalidArgument, "failure_fingerprint"},
+		{"UpperCaseFingerprint", &durablev1.ListDeadLettersRequest{FailureFingerprint: "3F2A00000000"}, codes.InvalidArgument, "failure_fingerprint"},
+		{"Fingerprint", &durablev1.ListDeadLettersRequest{FailureFingerprint: "3f2a00000000"}, codes.OK, ""},
+		{"InvalidAfter", &durablev1.ListDeadLettersRequest{DeadLetteredAfter: &timestamppb.Timestamp{Nanos: -1}}, codes.InvalidArgument, "dead_lettered_after"},
+		{"InvalidBefore", &durablev1.ListDeadLettersRequest{DeadLetteredBefore: &timestamppb.Timestamp{Seconds: math.MaxInt64}}, codes.InvalidArgument, "dead_lettered_before"},
+		{"BeforeNotAfterAfter", &durablev1.ListDeadLettersRequest{DeadLetteredAfter: timestamppb.New(time.Unix(100, 0)), DeadLetteredBefore: timestamppb.New(time.Unix(100, 0))},
+			codes.InvalidArgument, "dead_lettered_before"},
+		{"TimeRange", &durablev1.ListDeadLettersRequest{DeadLetteredAfter: timestamppb.New(time.Unix(100, 0)), DeadLetteredBefore: timestamppb.New(time.Unix(101, 0))}, codes.OK, ""},
 		{"Empty", &durablev1.ListDeadLettersRequest{}, codes.OK, ""},
+	})
+}
+
+func TestListActivities_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.ListActivities, []badInput[*durablev1.ListActivitiesRequest]{
+		{"UnknownState", &durablev1.ListActivitiesRequest{State: 99}, codes.InvalidArgument, "state"},
+		{"NegativeMinAttempt", &durablev1.ListActivitiesRequest{MinAttempt: -1}, codes.InvalidArgument, "min_attempt"},
+		{"HugeMinAttempt", &durablev1.ListActivitiesRequest{MinAttempt: maxAttempts + 1}, codes.InvalidArgument, "min_attempt"},
+		{"FailureTypeControlChar", &durablev1.ListActivitiesRequest{FailureType: "a\nb"}, codes.InvalidArgument, "failure_type"},
+		{"BadFingerprint", &durablev1.ListActivitiesRequest{FailureFingerprint: "not-a-fingerprint"}, codes.InvalidArgument, "failure_fingerprint"},
+		{"ActivityTypeTooLong", &durablev1.ListActivitiesRequest{ActivityType: longID}, codes.InvalidArgument, "activity_type"},
+		{"TaskQueueTooLong", &durablev1.ListActivitiesRequest{TaskQueue: longID}, codes.InvalidArgument, "task_queue"},
+		{"HugePageSize", &durablev1.ListActivitiesRequest{PageSize: maxPageSize + 1}, codes.InvalidArgument, "page_size"},
+		{"PageTokenTooLong", &durablev1.ListActivitiesRequest{NextPageToken: longToken}, codes.InvalidArgument, "next_page_token"},
+		{"ForeignPageToken", &durablev1.ListActivitiesRequest{NextPageToken: garbage}, codes.InvalidArgument, "next_page_token"},
+		{"Empty", &durablev1.ListActivitiesRequest{}, codes.OK, ""},
+		{"EveryFilter", &durablev1.ListActivitiesRequest{State: durablev1.ActivityState_ACTIVITY_STATE_RETRYING, MinAttempt: 2, FailureType: "X",
+			FailureFingerprint: "0123456789ab", ActivityType: "T", TaskQueue: "q", PageSize: 10}, codes.OK, ""},
 	})
 }
 

@@ -35,6 +35,9 @@ type Backend interface {
 	AuditLog(ctx context.Context, limit int) ([]*durablev1.AuditRecord, error)
 	// History returns a workflow's events in order.
 	History(ctx context.Context, workflowID string) ([]*durablev1.HistoryEvent, error)
+	// Describe returns a workflow with its pending activities and the ones
+	// that finished within the daemon's attempt retention.
+	Describe(ctx context.Context, workflowID string) (*durablev1.DescribeWorkflowResponse, error)
 }
 
 // RedriveListParams is one bulk redrive.
@@ -82,6 +85,10 @@ func (b clientBackend) CancelOperation(ctx context.Context, id, reason string) (
 
 func (b clientBackend) AuditLog(ctx context.Context, limit int) ([]*durablev1.AuditRecord, error) {
 	return b.c.AuditLog(ctx, client.AuditQuery{Limit: limit})
+}
+
+func (b clientBackend) Describe(ctx context.Context, workflowID string) (*durablev1.DescribeWorkflowResponse, error) {
+	return b.c.Describe(ctx, workflowID)
 }
 
 func (b clientBackend) History(ctx context.Context, workflowID string) ([]*durablev1.HistoryEvent, error) {

@@ -43,6 +43,13 @@ type (
 		records []*durablev1.AuditRecord
 		err     error
 	}
+	// finishedMsg answers finishedCmd: the activity as it finished, nil if
+	// the daemon no longer keeps it.
+	finishedMsg struct {
+		key      string
+		finished *durablev1.FinishedActivity
+		err      error
+	}
 	// redriveDoneMsg answers a redrive; op is set for a bulk one, the
 	// operation the daemon started.
 	redriveDoneMsg struct {
@@ -95,6 +102,23 @@ func historyCmd(ctx context.Context, b Backend, workflowID string) tea.Cmd {
 		defer cancel()
 		events, err := b.History(cctx, workflowID)
 		return historyMsg{workflowID: workflowID, events: events, err: err}
+	}
+}
+
+// finishedCmd reads how an activity that left the pending set finished,
+// with its whole attempt trail, from its workflow's description.
+func finishedCmd(ctx context.Context, b Backend, key string, r ref) tea.Cmd {
+	return func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		d, err := b.Describe(cctx, r.workflowID)
+		msg := finishedMsg{key: key, err: err}
+		for _, f := range d.GetFinishedActivities() {
+			if f.GetActivity().GetActivityId() == r.activityID {
+				msg.finished = f
+			}
+		}
+		return msg
 	}
 }
 

@@ -79,6 +79,8 @@ type fakeBackend struct {
 	redrives   []redriveCall
 	bulks      []bulkCall
 	history    map[string][]*durablev1.HistoryEvent
+	// finished is what Describe answers for each workflow.
+	finished   map[string][]*durablev1.FinishedActivity
 	audit      []*durablev1.AuditRecord
 	auditErr   error
 	auditCalls int
@@ -172,6 +174,18 @@ func (f *fakeBackend) History(_ context.Context, workflowID string) ([]*durablev
 		return h, nil
 	}
 	return nil, errors.New("workflow not found")
+}
+
+func (f *fakeBackend) Describe(_ context.Context, workflowID string) (*durablev1.DescribeWorkflowResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.history[workflowID]; !ok {
+		return nil, errors.New("workflow not found")
+	}
+	return &durablev1.DescribeWorkflowResponse{
+		Workflow:           &durablev1.WorkflowInfo{WorkflowId: workflowID},
+		FinishedActivities: f.finished[workflowID],
+	}, nil
 }
 
 func (f *fakeBackend) singleCalls() []redriveCall {

@@ -45,6 +45,7 @@ type config struct {
 	reflection                   bool
 	metricsListen                string
 	auditRetention               time.Duration
+	attemptRetention             time.Duration
 }
 
 // Exit codes scripts can rely on.
@@ -118,7 +119,9 @@ certificate's common name); --tls-cert and --tls-key serve TLS, and
 --tls-client-ca requires client certificates. Without --auth it serves only
 on loopback, where every call runs as the operator "local". SIGHUP re-reads
 the auth file; certificate files are re-read when they change. Every
-operator action is written to an audit log (wf audit).
+operator action is written to an audit log (wf audit). Activities that
+finish are kept with their attempt trail for --attempt-retention (wf
+describe).
 
 Flags:
 `
@@ -162,6 +165,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	cfg.auditRetention = engine.DefaultAuditRetention
 	fs.Var(days{&cfg.auditRetention}, "audit-retention",
 		"keep audit records this `long` (a duration such as 2160h, or days such as 90d)")
+	cfg.attemptRetention = engine.DefaultAttemptRetention
+	fs.Var(days{&cfg.attemptRetention}, "attempt-retention",
+		"keep finished activities with every attempt and its failure this `long` after they finish (a duration such as 36h, or days such as 7d)")
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprint(w, usageHeader)
@@ -196,6 +202,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		return config{}, errors.New("--tls-client-ca needs --tls-cert and --tls-key: client certificates are checked in a TLS handshake")
 	case cfg.auditRetention < time.Hour:
 		return config{}, fmt.Errorf("--audit-retention must be at least 1h, got %s", cfg.auditRetention)
+	case cfg.attemptRetention < time.Minute:
+		return config{}, fmt.Errorf("--attempt-retention must be at least 1m, got %s", cfg.attemptRetention)
 	}
 	return cfg, nil
 }

@@ -18,15 +18,21 @@ current lease ends, the last failure, the age and details of the last
 heartbeat, and the last attempts of each. Dead letters are pending activities
 too.
 
+Activities that finished (completed, failed, or still pending when the
+workflow closed) follow with their attempt trail: each attempt's worker,
+start, duration and failure, kept by the daemon for its --attempt-retention
+(7 days unless set), so the failures before a success can still be read.
+
 Examples:
   wf describe order-42
   wf describe order-42 --attempts 0     # every attempt recorded
   wf describe order-42 --json | jq '.pendingActivities[] | select(.state == "ACTIVITY_STATE_DEAD_LETTERED")'
+  wf describe order-42 --json | jq '.finishedActivities[].activity.attempts[].failure.message'
 `
 
 func (c *cli) describe(args []string) int {
 	fs := c.flagSet("describe", describeUsage)
-	attempts := fs.Int("attempts", 5, "show the last N attempts of each activity (0: all)")
+	attempts := fs.Int("attempts", 5, "show the last N attempts of each activity, pending or finished (0: all)")
 	pos, code := c.parse(fs, "describe", args)
 	if code >= 0 {
 		return code
@@ -51,13 +57,17 @@ func (c *cli) describe(args []string) int {
 	acts := resp.GetPendingActivities()
 	if len(acts) == 0 {
 		fmt.Fprintln(c.stdout, "\nNo pending activities.")
-		return exitOK
-	}
-	fmt.Fprintln(c.stdout)
-	printActivities(c.stdout, acts, now)
-	for _, a := range acts {
+	} else {
 		fmt.Fprintln(c.stdout)
-		printAttempts(c.stdout, a, *attempts, now)
+		printActivities(c.stdout, acts, now)
+		for _, a := range acts {
+			fmt.Fprintln(c.stdout)
+			printAttempts(c.stdout, a, *attempts, now)
+		}
+	}
+	if fins := resp.GetFinishedActivities(); len(fins) > 0 {
+		fmt.Fprintln(c.stdout)
+		printFinished(c.stdout, fins, *attempts, now)
 	}
 	return exitOK
 }

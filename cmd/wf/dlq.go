@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +12,7 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
-const dlqUsage = `Usage: wf dlq list [filters]
+const dlqUsage = `Usage: wf dlq list [filters] [--group]
        wf dlq redrive WORKFLOW_ID ACTIVITY_ID [--reason R] [edit flags]
        wf dlq redrive --all [filters] [--rate N] [--reason R] [edit flags] [--dry-run | --wait]
 
@@ -39,11 +40,19 @@ who (your principal and role), when, what was selected, how many went out
 and why. --reason is the why: name the incident or the fix, for whoever reads
 'wf audit' later. An operation is one record that counts letters as they go.
 
+An outage dead-letters many activities with messages that differ only in an
+order number, a host or a wait: 'wf dlq list --group' shows them as one line
+per failure fingerprint (the failure type plus its message with numbers, ids,
+addresses, hex and quoted values replaced by placeholders), with a count, the
+first and last time one was dead-lettered and an example. --fingerprint F
+then selects one group, to list or to redrive.
+
 Filters (both subcommands):
   --workflow ID          only this workflow
   --activity-type T      only activities of this type
   --failure-type T       only letters whose last failure has this type
   --fingerprint F        only letters whose last failure has this fingerprint
+                         (the first column of --group)
   --dead-after WHEN      only letters dead-lettered at or after WHEN: a span
                          back from now (90m, 24h, 7d) or an RFC 3339 time
   --dead-before WHEN     only letters dead-lettered before WHEN
@@ -55,6 +64,9 @@ Edit flags (both forms of redrive):
 
 Examples:
   wf dlq list
+  wf dlq list --group
+  wf dlq list --fingerprint 3f2a9c1b7d4e --dead-after 1h
+  wf dlq redrive --all --fingerprint 3f2a9c1b7d4e --reason "INC-1234: db back" --wait
   wf dlq list --activity-type ChargeCard --json | jq '.deadLetters | length'
   wf dlq redrive order-42 3 --reason "INC-1234: card limit raised"
   wf dlq redrive order-42 3 --start-to-close 2m --reason "INC-1234: slow API"
@@ -87,7 +99,7 @@ func filterFlags(fs *flag.FlagSet) *client.DeadLetterFilter {
 	fs.StringVar(&f.WorkflowID, "workflow", "", "only dead letters of this workflow")
 	fs.StringVar(&f.ActivityType, "activity-type", "", "only dead letters of this activity type")
 	fs.StringVar(&f.FailureType, "failure-type", "", "only dead letters whose last failure has this type")
-	fs.StringVar(&f.FailureFingerprint, "fingerprint", "", "only dead letters whose last failure has this fingerprint")
+	fs.StringVar(&f.FailureFingerprint, "fingerprint", "", "only dead letters whose last failure has this fingerprint (see dlq list --group)")
 	fs.Var(instantFlag{&f.DeadLetteredAfter}, "dead-after", "only dead letters dead-lettered at or after this `time`: a span back from now (90m, 24h, 7d) or an RFC 3339 time")
 	fs.Var(instantFlag{&f.DeadLetteredBefore}, "dead-before", "only dead letters dead-lettered before this `time` (as --dead-after)")
 	return f
@@ -105,6 +117,7 @@ func (c *cli) checkFilter(cmd string, f *client.DeadLetterFilter) int {
 func (c *cli) dlqList(args []string) int {
 	fs := c.flagSet("dlq list", dlqUsage)
 	filter := filterFlags(fs)
+	group := fs.Bool("group", false, "one line per failure fingerprint: count, type, normalised message, first and last dead-lettered, an example")
 	pos, code := c.parse(fs, "dlq list", args)
 	if code >= 0 {
 		return code
@@ -124,8 +137,15 @@ func (c *cli) dlqList(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	if *group {
+		return c.printGroups(client.GroupByFingerprint(letters), len(letters))
+	}
 	if c.g.json {
-		return c.done(printProto(c.stdout, &durablev1.ListDeadLettersResponse{DeadLetters: letters}))
+		doc := deadLettersDoc{DeadLetters: make([]json.RawMessage, 0, len(letters))}
+		for _, a := range letters {
+			doc.DeadLetters = append(doc.DeadLetters, rawProto(a))
+		}
+		return c.done(printJSON(c.stdout, doc))
 	}
 	if len(letters) == 0 {
 		fmt.Fprintln(c.stdout, "No dead letters.")

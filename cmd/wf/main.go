@@ -1,8 +1,9 @@
 // Command wf is the scriptable command line of a durable daemon: start
-// workflows, inspect them and their pending activities, list and redrive dead
-// letters (one, or many through a redrive operation the daemon runs), follow
-// and cancel operations, read the audit log of those actions, follow the live
-// change stream and read activity latency stats.
+// workflows, inspect them, their pending activities and the attempt trail of
+// finished ones, find the activities that hurt across workflows, list, group
+// and redrive dead letters (one, or many through a redrive operation the
+// daemon runs), follow and cancel operations, read the audit log of those
+// actions, follow the live change stream and read activity latency stats.
 //
 // Every command prints aligned tables for people and, with --json, one JSON
 // document for scripts. Exit codes: 0 ok, 1 the operation failed (a call the
@@ -87,10 +88,11 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"start", "start a workflow, optionally wait for its result", (*cli).start},
-		{"describe", "show a workflow and its pending activities", (*cli).describe},
+		{"describe", "show a workflow, its pending activities and the attempts of finished ones", (*cli).describe},
 		{"history", "print the events of a workflow", (*cli).history},
 		{"list", "list workflows", (*cli).list},
-		{"dlq", "list and redrive dead-lettered activities, one or by operation", (*cli).dlq},
+		{"activities", "list pending activities across workflows by state, attempt and failure", (*cli).activities},
+		{"dlq", "list, group and redrive dead-lettered activities, one or by operation", (*cli).dlq},
 		{"ops", "list, follow and cancel the operations the daemon runs", (*cli).ops},
 		{"audit", "who redrove or cancelled what, when, how many and why", (*cli).audit},
 		{"watch", "follow the daemon's live change stream", (*cli).watch},
@@ -133,7 +135,9 @@ handshake failures included).
 Examples:
   wf start FlakyDemo --fail-rate 0.5 --activities 3 --wait
   wf describe order-42
+  wf activities --state retrying --min-attempt 3
   wf dlq list --activity-type ChargeCard
+  wf dlq list --group
   wf dlq redrive --all --failure-type Timeout --dry-run
   wf dlq redrive --all --failure-type Timeout --rate 20 --reason "INC-1234: card API back"
   wf ops describe op-3
@@ -152,7 +156,7 @@ Run 'wf COMMAND --help' for the flags and examples of a command.
 func printMainUsage(w io.Writer) {
 	var b strings.Builder
 	for _, cmd := range commands() {
-		fmt.Fprintf(&b, "  %-9s %s\n", cmd.name, cmd.summary)
+		fmt.Fprintf(&b, "  %-11s %s\n", cmd.name, cmd.summary)
 	}
 	fmt.Fprintf(w, mainUsage, b.String(), client.DefaultAddr)
 }

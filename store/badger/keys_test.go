@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
 var keyT0 = time.Date(2031, 5, 6, 7, 8, 9, 123456789, time.UTC)
@@ -71,6 +72,37 @@ func TestDeadLetterKey_RoundTrip(t *testing.T) {
 	}
 	if !got.deadLettered.Equal(keyT0) || got.workflowID != "wf-1" || got.activityID != "act/2" {
 		t.Errorf("decoded %+v", got)
+	}
+}
+
+func TestActivityStateKey_RoundTrip(t *testing.T) {
+	t.Parallel()
+	k := activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "Charge", "wf/1", "act/2")
+	if !bytes.HasPrefix(k, activityStatePrefix(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "Charge", true)) ||
+		!bytes.HasPrefix(k, activityStatePrefix(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "", false)) {
+		t.Fatalf("key %x lacks its state or type prefix", k)
+	}
+	got, err := decodeActivityStateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := activityStateRef{state: durablev1.ActivityState_ACTIVITY_STATE_RETRYING, activityType: "Charge", workflowID: "wf/1", activityID: "act/2"}
+	if got != want {
+		t.Errorf("decoded %+v, want %+v", got, want)
+	}
+}
+
+func TestFinishedKeys_RoundTrip(t *testing.T) {
+	t.Parallel()
+	got, err := decodeFinishedTimeKey(finishedTimeKey(keyT0, "wf-1", "act/2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.finished.Equal(keyT0) || got.workflowID != "wf-1" || got.activityID != "act/2" {
+		t.Errorf("decoded %+v", got)
+	}
+	if k := finishedKey("wf-1", "act/2"); !bytes.HasPrefix(k, finishedPrefix("wf-1")) {
+		t.Errorf("finished key %x lacks its workflow's prefix", k)
 	}
 }
 
@@ -144,6 +176,19 @@ func TestKeys_SortByValue(t *testing.T) {
 			operationItemKey(1, 0), operationItemKey(1, 1), operationItemKey(1, 255), operationItemKey(1, 256), operationItemKey(1, 1<<40),
 			operationItemKey(2, 0), operationItemKey(256, 0),
 		}},
+		{"ActivityStateByStateThenType", [][]byte{
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, "Zzz", "z", "z"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "A", "z", "z"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "B", "a", "a"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "B", "b", "a"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "B", "b", "b"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "AA", "a", "a"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED, "A", "a", "a"),
+		}},
+		{"FinishedByTime", [][]byte{
+			finishedTimeKey(time.Time{}, "z", "z"), finishedTimeKey(keyT0, "z", "z"),
+			finishedTimeKey(keyT0.Add(time.Nanosecond), "a", "a"), finishedTimeKey(keyT0.Add(24*time.Hour), "a", "a"),
+		}},
 		{"AuditByTimeThenID", [][]byte{
 			auditKey(keyT0, 9), auditKey(keyT0.Add(time.Nanosecond), 1), auditKey(keyT0.Add(time.Nanosecond), 2),
 			auditKey(keyT0.Add(time.Hour), 0),
@@ -179,6 +224,11 @@ func TestKeys_PrefixesDoNotOverlap(t *testing.T) {
 		{"QueueOfOtherKind", queuePrefix(engine.ActivityTask, "q"), queueKey(engine.QueueEntry{Kind: engine.WorkflowTask, Queue: "q"})},
 		{"ItemsOfOtherOperation", operationItemPrefix(1), operationItemKey(2, 1)},
 		{"ItemsOfOperationWithHigherByte", operationItemPrefix(1), operationItemKey(256+1, 0)},
+		{"StateOfLongerType", activityStatePrefix(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "Charge", true),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "ChargeCard", "w", "a")},
+		{"StateOfOtherState", activityStatePrefix(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "", false),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED, "Charge", "w", "a")},
+		{"FinishedOfLongerID", finishedPrefix("wf"), finishedKey("wf1", "1")},
 	}
 	for _, tt := range tests {
 		if bytes.HasPrefix(tt.key, tt.prefix) {
@@ -217,6 +267,15 @@ func TestDecode_RejectsMalformedKeys(t *testing.T) {
 	}
 	if _, err := decodeDeadLetterKey(workflowKey("w")); !errors.Is(err, errCorrupt) {
 		t.Errorf("decodeDeadLetterKey(workflow key): err = %v, want errCorrupt", err)
+	}
+	if _, err := decodeActivityStateKey(deadLetterKey(keyT0, "w", "a")); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeActivityStateKey(dead-letter key): err = %v, want errCorrupt", err)
+	}
+	if _, err := decodeActivityStateKey([]byte{prefixActivityState, 2, 0, 9, 'a'}); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeActivityStateKey(short): err = %v, want errCorrupt", err)
+	}
+	if _, err := decodeFinishedTimeKey(finishedKey("w", "a")); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeFinishedTimeKey(finished record key): err = %v, want errCorrupt", err)
 	}
 	if _, err := decodeTimerIndexKey([]byte{prefixTimerIndex, 1, 2}); !errors.Is(err, errCorrupt) {
 		t.Errorf("decodeTimerIndexKey(short): err = %v, want errCorrupt", err)

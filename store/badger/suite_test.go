@@ -44,6 +44,9 @@ func runStoreSuite(t *testing.T, open func(t *testing.T) engine.Store, reopen fu
 		{"OversizedInputsAreInvalid", testOversizedInputsAreInvalid},
 		{"AuditNewestFirstAndPaged", testAuditNewestFirstAndPaged},
 		{"AuditDeleteBefore", testAuditDeleteBefore},
+		{"LatencyHoursWindow", testLatencyHoursWindow},
+		{"LatencyHoursTrim", testLatencyHoursTrim},
+		{"PolicyOverrides", testPolicyOverrides},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -95,7 +95,8 @@ func (e *Engine) leaseActivity(tx Tx, c *change, q QueueEntry, identity string, 
 	in.LastStartedTime = ts(now)
 	in.LastWorkerIdentity = identity
 	in.NextAttemptTime = nil
-	deadline, _ := LeaseDeadline(in)
+	view := e.decisionView(in)
+	deadline, _ := LeaseDeadline(view)
 	in.LeaseDeadline = ts(deadline)
 	e.addAttempt(in, &durablev1.AttemptRecord{Attempt: in.GetAttempt(), Identity: identity, StartedTime: ts(now)})
 	if err := tx.PutActivity(a); err != nil {
@@ -112,12 +113,12 @@ func (e *Engine) leaseActivity(tx Tx, c *change, q QueueEntry, identity string, 
 		ActivityType:     in.GetActivityType(),
 		Input:            a.GetInput(),
 		Attempt:          in.GetAttempt(),
-		MaxAttempts:      in.GetMaxAttempts(),
+		MaxAttempts:      view.GetMaxAttempts(),
 		HeartbeatDetails: in.GetHeartbeatDetails(),
 		ScheduledTime:    in.GetScheduledTime(),
 		StartedTime:      in.GetLastStartedTime(),
 		Deadline:         in.GetLeaseDeadline(),
-		HeartbeatTimeout: in.GetOptions().GetHeartbeatTimeout(),
+		HeartbeatTimeout: optionsInForce(view).GetHeartbeatTimeout(),
 		IdempotencyKey:   in.GetIdempotencyKey(),
 		TaskQueue:        in.GetTaskQueue(),
 	}, nil
@@ -199,7 +200,8 @@ func (e *Engine) FailActivityTask(ctx context.Context, req *durablev1.FailActivi
 }
 
 // failAttempt is the one retry path: reported failures and expired leases
-// (timedOut) both come through here.
+// (timedOut) both come through here. The retry rule sees the activity under
+// the policy in force.
 func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *durablev1.Failure, now time.Time, timedOut bool) error {
 	in := a.GetInfo()
 	w, err := tx.GetWorkflow(in.GetWorkflowId())
@@ -207,7 +209,7 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 		return err
 	}
 	in.LastFailure = f
-	d := Decide(in, f, now, e.jitter)
+	d := Decide(e.decisionView(in), f, now, e.jitter)
 	result := resultOf(d.Outcome)
 	if timedOut {
 		result = AttemptTimedOut
@@ -274,7 +276,7 @@ func (e *Engine) endAttempt(tx Tx, c *change, in *durablev1.PendingActivity, now
 	r.EndedTime = ts(now)
 	r.Failure = f
 	took := now.Sub(r.GetStartedTime().AsTime())
-	_ = recordLatency(tx, in.GetActivityType(), took, f != nil)
+	_ = recordLatency(tx, in.GetActivityType(), now, took, f != nil)
 	c.observe(observation{kind: obsEnded, activityType: in.GetActivityType(), result: result, d: took})
 }
 
@@ -306,8 +308,9 @@ func (e *Engine) finishActivity(tx Tx, c *change, w *durablev1.WorkflowRecord, a
 }
 
 // RecordHeartbeat moves the lease deadline to now + heartbeat_timeout (never
-// past start-to-close or the schedule-to-close expiry) and stores the details
-// as the checkpoint the next attempt receives.
+// past start-to-close or the schedule-to-close expiry, all as the policy in
+// force says) and stores the details as the checkpoint the next attempt
+// receives.
 func (e *Engine) RecordHeartbeat(ctx context.Context, req *durablev1.HeartbeatRequest) (*durablev1.HeartbeatResponse, error) {
 	resp := &durablev1.HeartbeatResponse{}
 	err := e.commit(func(tx Tx, c *change) error {
@@ -320,7 +323,7 @@ func (e *Engine) RecordHeartbeat(ctx context.Context, req *durablev1.HeartbeatRe
 		in.LastHeartbeatTime = ts(now)
 		in.HeartbeatDetails = req.GetDetails()
 		before := in.GetLeaseDeadline().AsTime()
-		deadline, _ := LeaseDeadline(in)
+		deadline, _ := LeaseDeadline(e.decisionView(in))
 		in.LeaseDeadline = ts(deadline)
 		if err := tx.PutActivity(a); err != nil {
 			return err
@@ -341,13 +344,13 @@ func (e *Engine) RecordHeartbeat(ctx context.Context, req *durablev1.HeartbeatRe
 }
 
 // noteQueued tells the in-memory index about an activity that has just been
-// queued: its queue entry and its timers (the schedule-to-close one only when
-// it is new, on scheduling and redrive).
+// queued: its queue entry and its timers under the policy in force (the
+// schedule-to-close one only when it is new, on scheduling and redrive).
 func (e *Engine) noteQueued(c *change, a *durablev1.ActivityRecord, newBudget bool) {
 	if q, ok := QueueEntryOf(a); ok {
 		c.enqueue(q)
 	}
-	for _, t := range TimersOf(a) {
+	for _, t := range e.timersOf(a) {
 		if t.Kind != ScheduleToCloseTimer || newBudget {
 			c.addTimer(t)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
@@ -41,6 +42,11 @@ type Engine struct {
 	closeSubs   map[string][]chan struct{} // workflow id → waiters for its close
 	counts      map[stateKey]int           // activities per queue and state, see gauge.go
 	janitorDone chan struct{}
+	statsDone   chan struct{}
+
+	// overrides is the policy override table in force (override.go),
+	// replaced whole after each committed change and read without a lock.
+	overrides atomic.Pointer[overrideTable]
 }
 
 // New returns an engine over store. It reads the id counter and the earliest
@@ -68,6 +74,7 @@ func New(store Store, opts Options) (*Engine, error) {
 		closeSubs:   map[string][]chan struct{}{},
 		counts:      map[stateKey]int{},
 		janitorDone: make(chan struct{}),
+		statsDone:   make(chan struct{}),
 	}
 	err := store.View(func(tx Tx) error {
 		n, err := tx.Counter()
@@ -75,6 +82,11 @@ func New(store Store, opts Options) (*Engine, error) {
 			return err
 		}
 		e.seq = n
+		// Timers of activities whose type has an override are where the
+		// override puts them: load the overrides first.
+		if err := e.loadOverrides(tx); err != nil {
+			return err
+		}
 		return e.rebuildIndex(tx)
 	})
 	if err != nil {
@@ -83,6 +95,7 @@ func New(store Store, opts Options) (*Engine, error) {
 	go e.batcher()
 	go e.timerLoop()
 	go e.auditJanitor()
+	go e.statsJanitor()
 	return e, nil
 }
 
@@ -102,6 +115,7 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	<-e.loopDone
 	<-e.janitorDone
+	<-e.statsDone
 	<-e.batcherDone
 	return nil
 }
@@ -121,6 +135,8 @@ type change struct {
 	moves      []stateMove   // activities between counts, see gauge.go
 	observed   []observation // for the Observer, see observe.go
 	audits     []auditNote   // operator actions, see audit.go
+	// overrides set or (Cleared) cleared, see override.go
+	overrides []*durablev1.PolicyOverride
 }
 
 func (c *change) enqueue(q QueueEntry) { c.entries = append(c.entries, q) }
@@ -133,6 +149,7 @@ func (c *change) dropTimers(workflowID, activityID string) {
 }
 
 func (e *Engine) afterCommitLocked(c *change) {
+	e.applyOverridesLocked(c.overrides)
 	var ready map[queueKey]int
 	for _, q := range c.entries {
 		e.pushEntryLocked(q)

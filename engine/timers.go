@@ -96,13 +96,21 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		return ignoreNotFound(err)
 	}
 	in := a.GetInfo()
-	// Timers are checked against the record: an entry left behind by an
-	// earlier lease, heartbeat or attempt does nothing. What fires counts from
-	// its own due time, however late the engine noticed (after a restart, say).
+	// Timers are checked against the record under the policy in force: an
+	// entry left behind by an earlier lease, heartbeat or attempt does
+	// nothing, and one that an override has since moved later sets itself
+	// again at the new time. What fires counts from its own due time, however
+	// late the engine noticed (after a restart, say).
+	view := e.decisionView(in)
+	opts := optionsInForce(view)
 	switch t.Kind {
 	case ActivityLeaseTimer:
-		deadline, why := LeaseDeadline(in)
-		if in.GetState() != stateStarted || deadline.After(t.Due) {
+		deadline, why := LeaseDeadline(view)
+		if in.GetState() != stateStarted {
+			return nil
+		}
+		if deadline.After(t.Due) {
+			c.addTimer(Timer{Due: deadline, Kind: ActivityLeaseTimer, WorkflowID: t.WorkflowID, ID: t.ID})
 			return nil
 		}
 		now = deadline
@@ -110,9 +118,9 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		if why == TimeoutScheduleToClose {
 			return e.expire(tx, c, a, now)
 		}
-		msg := "the attempt did not finish within its start-to-close timeout of " + in.GetOptions().GetStartToCloseTimeout().AsDuration().String()
+		msg := "the attempt did not finish within its start-to-close timeout of " + opts.GetStartToCloseTimeout().AsDuration().String()
 		if why == TimeoutHeartbeat {
-			msg = "no heartbeat within the heartbeat timeout of " + in.GetOptions().GetHeartbeatTimeout().AsDuration().String()
+			msg = "no heartbeat within the heartbeat timeout of " + opts.GetHeartbeatTimeout().AsDuration().String()
 		}
 		return e.failAttempt(tx, c, a, &durablev1.Failure{Type: why, Message: msg}, now, true)
 	case ScheduleToStartTimer:
@@ -131,22 +139,27 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 			Message: "no worker picked the attempt up within its schedule-to-start timeout of " + in.GetOptions().GetScheduleToStartTimeout().AsDuration().String(),
 		}, now)
 	case ScheduleToCloseTimer:
-		if in.GetState() == stateDead || in.GetExpirationTime() == nil || in.GetExpirationTime().AsTime().After(t.Due) {
+		exp := view.GetExpirationTime()
+		if in.GetState() == stateDead || exp == nil {
+			return nil
+		}
+		if exp.AsTime().After(t.Due) {
+			c.addTimer(Timer{Due: exp.AsTime(), Kind: ScheduleToCloseTimer, WorkflowID: t.WorkflowID, ID: t.ID})
 			return nil
 		}
 		c.observe(observation{kind: obsTimedOut, activityType: in.GetActivityType(), timeout: TimeoutScheduleToClose})
-		return e.expire(tx, c, a, in.GetExpirationTime().AsTime())
+		return e.expire(tx, c, a, exp.AsTime())
 	}
 	return nil
 }
 
-// expire dead-letters an activity whose schedule-to-close budget ran out,
-// ending its running attempt if it has one.
+// expire dead-letters an activity whose schedule-to-close budget (in
+// force) ran out, ending its running attempt if it has one.
 func (e *Engine) expire(tx Tx, c *change, a *durablev1.ActivityRecord, now time.Time) error {
 	in := a.GetInfo()
 	f := &durablev1.Failure{
 		Type:    TimeoutScheduleToClose,
-		Message: "the activity's schedule-to-close budget of " + in.GetOptions().GetScheduleToCloseTimeout().AsDuration().String() + " ran out",
+		Message: "the activity's schedule-to-close budget of " + optionsInForce(e.decisionView(in)).GetScheduleToCloseTimeout().AsDuration().String() + " ran out",
 	}
 	e.endAttempt(tx, c, in, now, f, AttemptTimedOut)
 	w, err := tx.GetWorkflow(in.GetWorkflowId())

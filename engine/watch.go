@@ -80,7 +80,9 @@ func (e *Engine) publishLocked(c *change) {
 			continue
 		}
 		seen[k] = true
-		up.Activities = append(up.Activities, proto.Clone(in).(*durablev1.PendingActivity))
+		view := proto.Clone(in).(*durablev1.PendingActivity)
+		e.showInForce(view)
+		up.Activities = append(up.Activities, view)
 	}
 	seenWF := map[string]bool{}
 	for i := len(c.workflows) - 1; i >= 0; i-- {
@@ -97,9 +99,18 @@ func (e *Engine) publishLocked(c *change) {
 	for _, n := range c.audits {
 		up.AuditRecords = append(up.AuditRecords, n.rec)
 	}
-	if len(up.Activities) > 0 || len(up.Workflows) > 0 || len(up.AuditRecords) > 0 {
+	for _, o := range c.overrides {
+		up.PolicyOverrides = append(up.PolicyOverrides, proto.CloneOf(o))
+	}
+	if len(up.Activities) > 0 || len(up.Workflows) > 0 || len(up.AuditRecords) > 0 || len(up.PolicyOverrides) > 0 {
 		events = append(events, up)
 	}
+	e.sendLocked(events)
+}
+
+// sendLocked queues events for every watcher, cutting off those that fell
+// behind.
+func (e *Engine) sendLocked(events []*durablev1.WatchEvent) {
 	for w := range e.watchers {
 		for _, ev := range events {
 			select {
@@ -112,9 +123,26 @@ func (e *Engine) publishLocked(c *change) {
 	}
 }
 
-// Watch sends a snapshot of every pending activity (dead letters included)
-// and every running workflow plus the most recently closed ones (at most
-// watchClosedMax, closed within watchClosedWindow), then each change, until
+// sendViewsLocked sends activities whose view changed without a transition
+// of their own (an override change) as upserts of at most snapshotChunk.
+func (e *Engine) sendViewsLocked(views []*durablev1.PendingActivity) {
+	if len(e.watchers) == 0 || len(views) == 0 {
+		return
+	}
+	now := ts(e.now())
+	var events []*durablev1.WatchEvent
+	for len(views) > 0 {
+		n := min(len(views), snapshotChunk)
+		events = append(events, &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT, ServerTime: now, Activities: views[:n]})
+		views = views[n:]
+	}
+	e.sendLocked(events)
+}
+
+// Watch sends a snapshot of every pending activity (dead letters included,
+// with the policy in force), every policy override, and every running
+// workflow plus the most recently closed ones (at most watchClosedMax,
+// closed within watchClosedWindow), then each change, until
 // ctx ends, send fails, the engine closes or the reader falls behind
 // (ErrWatchLagged).
 func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send func(*durablev1.WatchEvent) error) error {
@@ -129,6 +157,7 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 	}
 	err := e.store.View(func(tx Tx) error {
 		if err := tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
+			e.showInForce(a.GetInfo())
 			acts = append(acts, a.GetInfo())
 			return true
 		}); err != nil {
@@ -146,6 +175,7 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 		wfs = append(wfs, recentlyClosed(closed)...)
 		return err
 	})
+	overrides := e.overrideTable().sorted()
 	if err == nil {
 		e.watchers[w] = struct{}{}
 	}
@@ -160,8 +190,13 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 		e.mu.Unlock()
 	}()
 
-	for len(acts) > 0 || len(wfs) > 0 {
+	for len(acts) > 0 || len(wfs) > 0 || len(overrides) > 0 {
 		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now}
+		// Every override goes in the first event; there are few.
+		for _, o := range overrides {
+			ev.PolicyOverrides = append(ev.PolicyOverrides, proto.CloneOf(o))
+		}
+		overrides = nil
 		n := min(len(acts), snapshotChunk)
 		ev.Activities, acts = acts[:n], acts[n:]
 		m := min(len(wfs), snapshotChunk-n)

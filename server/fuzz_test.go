@@ -34,6 +34,9 @@ func validateAny(kind uint8, data []byte) (proto.Message, error) {
 		{&durablev1.DescribeWorkflowRequest{}, func(m proto.Message) error { return v.describeWorkflow(m.(*durablev1.DescribeWorkflowRequest)) }},
 		{&durablev1.RedriveDeadLettersRequest{}, func(m proto.Message) error { return v.redriveDeadLetters(m.(*durablev1.RedriveDeadLettersRequest)) }},
 		{&durablev1.ListAuditRecordsRequest{}, func(m proto.Message) error { return v.listAuditRecords(m.(*durablev1.ListAuditRecordsRequest)) }},
+		{&durablev1.SetPolicyOverrideRequest{}, func(m proto.Message) error { return v.setPolicyOverride(m.(*durablev1.SetPolicyOverrideRequest)) }},
+		{&durablev1.ClearPolicyOverrideRequest{}, func(m proto.Message) error { return v.clearPolicyOverride(m.(*durablev1.ClearPolicyOverrideRequest)) }},
+		{&durablev1.ListActivityStatsRequest{}, func(m proto.Message) error { return v.listActivityStats(m.(*durablev1.ListActivityStatsRequest)) }},
 	}
 	c := checks[int(kind)%len(checks)]
 	if err := proto.Unmarshal(data, c.msg); err != nil {
@@ -105,6 +108,12 @@ func TestHandlersRejectWithoutEngine(t *testing.T) {
 			_, err := s.RedriveDeadLetter(ctx, &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf", ActivityId: "1", Reason: "a\nfake log line"})
 			return err
 		}, "reason"},
+		{"NilSetPolicyOverride", func() error { _, err := s.SetPolicyOverride(ctx, nil); return err }, "activity_type"},
+		{"PolicyOverrideOfNothing", func() error {
+			_, err := s.SetPolicyOverride(ctx, &durablev1.SetPolicyOverrideRequest{ActivityType: "T", Patch: &durablev1.OptionsPatch{}})
+			return err
+		}, "patch"},
+		{"NilClearPolicyOverride", func() error { _, err := s.ClearPolicyOverride(ctx, nil); return err }, "activity_type"},
 	}
 	for _, tc := range calls {
 		t.Run(tc.name, func(t *testing.T) {

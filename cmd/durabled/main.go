@@ -45,6 +45,7 @@ type config struct {
 	reflection                   bool
 	metricsListen                string
 	auditRetention               time.Duration
+	statsRetention               time.Duration
 }
 
 // Exit codes scripts can rely on.
@@ -162,6 +163,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	cfg.auditRetention = engine.DefaultAuditRetention
 	fs.Var(days{&cfg.auditRetention}, "audit-retention",
 		"keep audit records this `long` (a duration such as 2160h, or days such as 90d)")
+	cfg.statsRetention = engine.DefaultStatsRetention
+	fs.Var(days{&cfg.statsRetention}, "stats-retention",
+		"keep attempt durations by the hour this `long`, the longest window 'wf stats --since' can ask for; older hours count only in the all-time figures")
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprint(w, usageHeader)
@@ -196,6 +200,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		return config{}, errors.New("--tls-client-ca needs --tls-cert and --tls-key: client certificates are checked in a TLS handshake")
 	case cfg.auditRetention < time.Hour:
 		return config{}, fmt.Errorf("--audit-retention must be at least 1h, got %s", cfg.auditRetention)
+	case cfg.statsRetention < time.Hour:
+		return config{}, fmt.Errorf("--stats-retention must be at least 1h, got %s", cfg.statsRetention)
 	}
 	return cfg, nil
 }

@@ -248,6 +248,25 @@ func (c *Client) ListPolicyOverrides(ctx context.Context) ([]*durablev1.PolicyOv
 	return resp.GetOverrides(), nil
 }
 
+// OverrideFor returns the override among overrides that applies to an
+// activity of activityType on taskQueue, as the daemon picks it: the one for
+// that queue, else the one for every queue; nil when neither is there.
+func OverrideFor(overrides []*durablev1.PolicyOverride, activityType, taskQueue string) *durablev1.PolicyOverride {
+	var anyQueue *durablev1.PolicyOverride
+	for _, o := range overrides {
+		if o.GetActivityType() != activityType || o.GetCleared() {
+			continue
+		}
+		switch o.GetTaskQueue() {
+		case taskQueue:
+			return o
+		case "":
+			anyQueue = o
+		}
+	}
+	return anyQueue
+}
+
 // ClearPolicyOverride removes the target's override, recorded in the audit
 // log with reason; its activities have their code's options again from their
 // next decision. One that is not set fails with NotFound.

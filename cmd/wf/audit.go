@@ -17,9 +17,11 @@ const auditUsage = `
 Usage: wf audit [--since DUR] [--limit N]
 
 Lists the daemon's audit log, newest first: every redrive, single or bulk,
-with its id (the one 'wf dlq redrive --all' prints), who made it (the principal of the token or certificate, and its role;
-"local" when durabled runs without --auth), when, what it selected, how many
-letters went out of how many matched, and the reason given with --reason.
+and every policy override set or cleared ('wf policy'), with its id (the one
+'wf dlq redrive --all' prints), who made it (the principal of the token or
+certificate, and its role; "local" when durabled runs without --auth), when,
+what it selected (or the override), how many letters went out of how many
+matched, and the reason given with --reason.
 
 The record is written in the same transaction as the action, so the log
 neither misses a redrive nor shows one that did not happen. A bulk redrive
@@ -119,6 +121,10 @@ func auditAction(rpc string) string {
 		return "redrive"
 	case "RedriveDeadLetters":
 		return "bulk redrive"
+	case "SetPolicyOverride":
+		return "policy set"
+	case "ClearPolicyOverride":
+		return "policy clear"
 	}
 	return dash(rpc)
 }
@@ -132,9 +138,13 @@ func auditCount(r *durablev1.AuditRecord) string {
 	return s
 }
 
-// auditSelection says what an action selected: its filter ("all" when the
-// filter is empty), else the one activity or the ones it touched.
+// auditSelection says what an action selected: the override it set or
+// cleared, its filter ("all" when the filter is empty), else the one
+// activity or the ones it touched.
 func auditSelection(r *durablev1.AuditRecord) string {
+	if o := r.GetPolicyOverride(); o != nil {
+		return overrideTarget(o) + ": " + patchText(o.GetPatch())
+	}
 	if f := r.GetFilter(); f != nil {
 		return filterText(f.GetWorkflowId(), f.GetActivityType(), f.GetFailureType())
 	}

@@ -1,7 +1,8 @@
 // Command wf is the scriptable command line of a durable daemon: start
 // workflows, inspect them and their pending activities, list and redrive dead
-// letters, read the audit log of those redrives, follow the live change
-// stream and read activity latency stats.
+// letters, override an activity type's retry policy and timeouts, read the
+// audit log of those actions, follow the live change stream and read
+// activity latency stats.
 //
 // Every command prints aligned tables for people and, with --json, one JSON
 // document for scripts. Exit codes: 0 ok, 1 the operation failed (a call the
@@ -90,7 +91,8 @@ func commands() []command {
 		{"history", "print the events of a workflow", (*cli).history},
 		{"list", "list workflows", (*cli).list},
 		{"dlq", "list and redrive dead-lettered activities", (*cli).dlq},
-		{"audit", "who redrove what, when, how many and why", (*cli).audit},
+		{"policy", "override an activity type's retry policy and timeouts, no redeploy", (*cli).policy},
+		{"audit", "who redrove or overrode what, when, how many and why", (*cli).audit},
 		{"watch", "follow the daemon's live change stream", (*cli).watch},
 		{"stats", "activity latency percentiles; check a retry policy against them", (*cli).stats},
 	}
@@ -133,6 +135,8 @@ Examples:
   wf describe order-42
   wf dlq list --activity-type ChargeCard
   wf dlq redrive --all --failure-type Timeout --reason "INC-1234: card API back"
+  wf policy set ChargeCard --max-attempts 8 --reason "INC-1234: card API flapping"
+  wf stats --since 7d --check-policy
   wf audit --since 24h
   wf --json list --status running | jq -r '.workflows[].workflowId'
 

@@ -73,6 +73,8 @@ type conn struct {
 	lastErr   string
 	stageActs []*durablev1.PendingActivity
 	stageWfs  []*durablev1.WorkflowInfo
+	// stagePolicy holds the snapshot's policy overrides until it is done.
+	stagePolicy []*durablev1.PolicyOverride
 }
 
 // list is the cursor of one list screen.

@@ -50,6 +50,9 @@ func TestPolicySetListClear(t *testing.T) {
 		t.Errorf("first override listed = %v, want ChargeCard on every queue", &first)
 	}
 
+	r = wf(t, "--addr", addr, "watch", "--snapshot").wantCode(t, exitOK)
+	mustContain(t, r.stdout, "snapshot      policy override of ChargeCard on every task queue: initial=30s max-attempts=6 by local")
+
 	r = policy("clear", "ChargeCard", "--task-queue", "eu", "--reason", "INC-7 EU over").wantCode(t, exitOK)
 	mustContain(t, r.stdout, "policy override of ChargeCard on task queue eu cleared (it set", "audit #")
 	var cleared durablev1.ClearPolicyOverrideResponse

@@ -4,6 +4,12 @@
 // (RecordHeartbeat), and typed errors that decide whether a failure is retried
 // (NewError, NewNonRetryable).
 //
+// It is also where failures get their names: the Type constants list every
+// failure type the system itself reports (timeouts, PayloadTooLarge,
+// CommandsRefused, …), and FailureFromError and ErrorFromFailure are the one
+// conversion between a Go error and the wire's Failure, used by the worker,
+// the workflow side, the client and the daemon alike.
+//
 // It also holds the pure retry arithmetic the daemon applies, Backoff and
 // Jitter, so that a policy can be checked without running anything:
 //

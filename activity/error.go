@@ -7,13 +7,17 @@ import (
 
 // Error is an activity failure with a type that retry policies can name. The
 // worker reports it as a Failure with the same type and flag, wherever it is in
-// the %w chain of the returned error.
+// the %w chain of the returned error. FailureFromError and ErrorFromFailure
+// convert it to the wire's Failure and back.
 type Error struct {
 	// Type is matched against RetryPolicy.non_retryable, never the message.
 	Type    string
 	Message string
 	// NoRetry ends the activity at once instead of retrying it.
 	NoRetry bool
+	// Details is free-form detail carried with the failure, such as a stack
+	// trace; it counts against the daemon's payload limit.
+	Details []byte
 	// Cause is the underlying error, if any.
 	Cause error
 }

@@ -17,7 +17,8 @@ const (
 
 // Backoff returns d_n, the wait before attempt n+1 after attempt n (n >= 1)
 // failed: min(initial * backoff^(n-1), max_interval). Zero fields take their
-// defaults and a factor below 1 counts as unset. A nil policy is all defaults;
+// defaults and a factor below 1, negative ones included, counts as unset (as
+// do NaN and infinities, which the daemon refuses before they get here). A nil policy is all defaults;
 // n below 1 is treated as 1.
 func Backoff(p *durablev1.RetryPolicy, n int) time.Duration {
 	initial := time.Duration(p.GetInitialMs()) * time.Millisecond

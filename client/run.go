@@ -106,9 +106,11 @@ func (r *Run) Get(ctx context.Context, result any) error {
 	}
 }
 
-// WorkflowFailedError is returned by Run.Get when the workflow function
-// returned an error. It unwraps to an *activity.Error carrying the failure's
-// type, message and non-retryable flag.
+// WorkflowFailedError is returned by Run.Get when the workflow failed: its
+// function returned an error, or the daemon refused the commands of one of
+// its tasks (type activity.TypeCommandsRefused, with the command, the field
+// and the bound in the message). It unwraps to an *activity.Error carrying
+// the failure's type, message, non-retryable flag and details.
 type WorkflowFailedError struct {
 	WorkflowID string
 	Failure    *durablev1.Failure
@@ -119,13 +121,12 @@ func (e *WorkflowFailedError) Error() string {
 	return fmt.Sprintf("workflow %q failed: %v", e.WorkflowID, e.Unwrap())
 }
 
-// Unwrap returns the failure as an *activity.Error.
+// Unwrap returns the failure as an *activity.Error (activity.ErrorFromFailure).
 func (e *WorkflowFailedError) Unwrap() error {
-	return &activity.Error{
-		Type:    e.Failure.GetType(),
-		Message: e.Failure.GetMessage(),
-		NoRetry: e.Failure.GetNonRetryable(),
+	if e.Failure == nil {
+		return &activity.Error{Type: activity.TypeUnknown, Message: "the daemon recorded no failure"}
 	}
+	return activity.ErrorFromFailure(e.Failure)
 }
 
 // IsWorkflowFailed reports whether err says a workflow failed (as opposed to

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -192,7 +193,7 @@ func (e *Engine) FailActivityTask(ctx context.Context, req *durablev1.FailActivi
 		}
 		f := req.GetFailure()
 		if f == nil {
-			f = &durablev1.Failure{Type: "Unknown", Message: "the worker reported no failure"}
+			f = systemFailure(activity.TypeUnknown, "the worker reported no failure")
 		}
 		return e.failAttempt(tx, c, a, f, e.now(), false)
 	})

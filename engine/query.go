@@ -125,13 +125,18 @@ func (e *Engine) GetWorkflowHistory(ctx context.Context, req *durablev1.GetWorkf
 	return resp, nil
 }
 
-// ListWorkflows pages through workflows in id order; the page token is the
-// last id of the previous page.
+// ListWorkflows pages through workflows in id order; the page token is a
+// workflow cursor (see workflowCursor) naming the last id of the previous
+// page. A token that is not one is an *InvalidError naming next_page_token,
+// as a dead-letter or audit token is in their lists.
 func (e *Engine) ListWorkflows(ctx context.Context, req *durablev1.ListWorkflowsRequest) (*durablev1.ListWorkflowsResponse, error) {
 	size := pageSize(req.GetPageSize())
+	after, err := decodeWorkflowCursor(req.GetNextPageToken())
+	if err != nil {
+		return nil, err
+	}
 	resp := &durablev1.ListWorkflowsResponse{}
-	err := e.view(func(tx Tx) error {
-		after := string(req.GetNextPageToken())
+	err = e.view(func(tx Tx) error {
 		for len(resp.Workflows) < size {
 			page, err := tx.ListWorkflows(after, size)
 			if err != nil {
@@ -144,7 +149,7 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *durablev1.ListWorkflows
 				}
 				resp.Workflows = append(resp.Workflows, w.GetInfo())
 				if len(resp.Workflows) == size {
-					resp.NextPageToken = []byte(after)
+					resp.NextPageToken = workflowCursor(after)
 					return nil
 				}
 			}

@@ -50,24 +50,30 @@ func Decide(in *durablev1.PendingActivity, f *durablev1.Failure, now time.Time, 
 	}
 	next := now.Add(jitter(activity.Backoff(policy, int(in.GetAttempt()))))
 	if exp := in.GetExpirationTime(); exp != nil && !next.Before(exp.AsTime()) {
-		return Decision{Outcome: OutcomeDeadLetter, Failure: &durablev1.Failure{
-			Type: TimeoutScheduleToClose,
-			Message: fmt.Sprintf("the retry due at %s would start after the schedule-to-close budget ends at %s; last failure: %s: %s",
-				next.UTC().Format(time.RFC3339Nano), exp.AsTime().UTC().Format(time.RFC3339Nano), f.GetType(), f.GetMessage()),
-		}}
+		return Decision{Outcome: OutcomeDeadLetter, Failure: systemFailure(TimeoutScheduleToClose,
+			"the retry due at %s would start after the schedule-to-close budget ends at %s; last failure: %s: %s",
+			next.UTC().Format(time.RFC3339Nano), exp.AsTime().UTC().Format(time.RFC3339Nano), f.GetType(), f.GetMessage())}
 	}
 	return Decision{Outcome: OutcomeRetry, Next: next, Failure: f}
 }
 
-// Failure types the engine itself reports.
+// Failure types the engine itself reports, under the names the engine's
+// callers (metrics, tests) know them by. They are the activity package's
+// constants, where every failure type the system reports is documented.
 const (
-	TimeoutStartToClose    = "StartToCloseTimeout"
-	TimeoutHeartbeat       = "HeartbeatTimeout"
-	TimeoutScheduleToStart = "ScheduleToStartTimeout"
-	TimeoutScheduleToClose = "ScheduleToCloseTimeout"
+	TimeoutStartToClose    = activity.TypeStartToCloseTimeout
+	TimeoutHeartbeat       = activity.TypeHeartbeatTimeout
+	TimeoutScheduleToStart = activity.TypeScheduleToStartTimeout
+	TimeoutScheduleToClose = activity.TypeScheduleToCloseTimeout
 	// WorkflowTaskTimeout fails a workflow task whose lease ran out.
-	WorkflowTaskTimeout = "WorkflowTaskTimeout"
+	WorkflowTaskTimeout = activity.TypeWorkflowTaskTimeout
 )
+
+// systemFailure is a retryable failure the engine reports itself, built by
+// the same converter that turns the SDK's errors into Failures.
+func systemFailure(typ, format string, args ...any) *durablev1.Failure {
+	return activity.FailureFromError(activity.NewError(typ, fmt.Sprintf(format, args...)))
+}
 
 // LeaseDeadline is when a lease ends: the start-to-close deadline or, for a
 // heartbeating activity, heartbeat_timeout after the last heartbeat (or the

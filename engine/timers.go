@@ -81,9 +81,8 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 			return nil
 		}
 		at := w.GetWtDeadline().AsTime()
-		e.appendEvents(tx, w, at, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Attempt: w.GetWtAttempt(), Failure: &durablev1.Failure{
-			Type: WorkflowTaskTimeout, Message: "the workflow task was not completed within " + e.opts.WorkflowTaskTimeout.String(),
-		}})
+		e.appendEvents(tx, w, at, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Attempt: w.GetWtAttempt(),
+			Failure: systemFailure(WorkflowTaskTimeout, "the workflow task was not completed within %s", e.opts.WorkflowTaskTimeout)})
 		e.retryWorkflowTask(c, w, at)
 		if err := tx.PutWorkflow(w); err != nil {
 			return err
@@ -122,7 +121,7 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		if why == TimeoutHeartbeat {
 			msg = "no heartbeat within the heartbeat timeout of " + opts.GetHeartbeatTimeout().AsDuration().String()
 		}
-		return e.failAttempt(tx, c, a, &durablev1.Failure{Type: why, Message: msg}, now, true)
+		return e.failAttempt(tx, c, a, systemFailure(why, "%s", msg), now, true)
 	case ScheduleToStartTimer:
 		if in.GetState() != stateScheduled && in.GetState() != stateRetrying ||
 			in.GetNextAttemptTime().AsTime().Add(in.GetOptions().GetScheduleToStartTimeout().AsDuration()).After(t.Due) {
@@ -134,10 +133,8 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 			return err
 		}
 		c.observe(observation{kind: obsTimedOut, activityType: in.GetActivityType(), timeout: TimeoutScheduleToStart})
-		return e.deadLetter(tx, c, w, a, &durablev1.Failure{
-			Type:    TimeoutScheduleToStart,
-			Message: "no worker picked the attempt up within its schedule-to-start timeout of " + in.GetOptions().GetScheduleToStartTimeout().AsDuration().String(),
-		}, now)
+		return e.deadLetter(tx, c, w, a, systemFailure(TimeoutScheduleToStart,
+			"no worker picked the attempt up within its schedule-to-start timeout of %s", in.GetOptions().GetScheduleToStartTimeout().AsDuration()), now)
 	case ScheduleToCloseTimer:
 		exp := view.GetExpirationTime()
 		if in.GetState() == stateDead || exp == nil {
@@ -157,10 +154,8 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 // force) ran out, ending its running attempt if it has one.
 func (e *Engine) expire(tx Tx, c *change, a *durablev1.ActivityRecord, now time.Time) error {
 	in := a.GetInfo()
-	f := &durablev1.Failure{
-		Type:    TimeoutScheduleToClose,
-		Message: "the activity's schedule-to-close budget of " + optionsInForce(e.decisionView(in)).GetScheduleToCloseTimeout().AsDuration().String() + " ran out",
-	}
+	f := systemFailure(TimeoutScheduleToClose, "the activity's schedule-to-close budget of %s ran out",
+		optionsInForce(e.decisionView(in)).GetScheduleToCloseTimeout().AsDuration())
 	e.endAttempt(tx, c, in, now, f, AttemptTimedOut)
 	w, err := tx.GetWorkflow(in.GetWorkflowId())
 	if err != nil {

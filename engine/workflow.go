@@ -303,8 +303,11 @@ func (e *Engine) closeWorkflow(tx Tx, c *change, w *durablev1.WorkflowRecord, st
 	return nil
 }
 
-// FailWorkflowTask records a failed workflow task and schedules it again
-// after a backoff, so a fixed worker picks it up.
+// FailWorkflowTask records a failed workflow task. A retryable failure (a
+// panic, non-determinism) schedules the task again after a backoff, so a
+// fixed worker picks it up; a non-retryable one (commands the daemon refused,
+// which the same code would send again) fails the workflow with it, rather
+// than retrying the same task forever.
 func (e *Engine) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkflowTaskRequest) (*durablev1.Empty, error) {
 	err := e.commit(func(tx Tx, c *change) error {
 		w, err := leasedWorkflow(tx, req.GetTaskToken())
@@ -312,8 +315,20 @@ func (e *Engine) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkfl
 			return err
 		}
 		now := e.now()
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Failure: req.GetFailure(), Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()})
-		e.retryWorkflowTask(c, w, now)
+		f := req.GetFailure()
+		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Failure: f, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()})
+		if f.GetNonRetryable() {
+			e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowFailed, Failure: f})
+			w.Info.Failure = f
+			w.WtState, w.WtDirty, w.WtDeadline = wtNone, false, nil
+			if err := e.closeWorkflow(tx, c, w, statusFailed, now); err != nil {
+				return err
+			}
+			e.opts.Logger.Warn("workflow failed by a non-retryable workflow task failure", "workflow_id", w.GetInfo().GetWorkflowId(),
+				"failure_type", f.GetType(), "message", f.GetMessage())
+		} else {
+			e.retryWorkflowTask(c, w, now)
+		}
 		if err := tx.PutWorkflow(w); err != nil {
 			return err
 		}

@@ -10,8 +10,9 @@ import (
 // (poll, complete, fail, heartbeat) and the operator calls on dead letters and
 // latency.
 
-// PollActivityTask long-polls a task queue for up to max_tasks attempts and
-// seals each lease into a token for the calling principal.
+// PollActivityTask long-polls a task queue for up to max_tasks attempts,
+// seals each lease into a token for the calling principal and tells the
+// worker the payload bound its reports are held to.
 func (s *Server) PollActivityTask(ctx context.Context, req *durablev1.PollActivityTaskRequest) (*durablev1.PollActivityTaskResponse, error) {
 	const method = "PollActivityTask"
 	if err := s.check().pollActivityTask(req); err != nil {
@@ -28,6 +29,7 @@ func (s *Server) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 		if t.TaskToken, err = s.seal(ctx, t.GetTaskToken()); err != nil {
 			return nil, err
 		}
+		t.MaxPayload = int64(s.opts.MaxPayload)
 	}
 	return resp, nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"math"
+	"strings"
 
 	"github.com/tinyllm/durable/engine"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
@@ -210,6 +211,12 @@ func (v validator) scheduleActivity(path string, c *durablev1.Command, seen map[
 	id := c.GetActivityId()
 	if err := v.id(field(path, "activity_id"), id); err != nil {
 		return err
+	}
+	if strings.Contains(id, "/") {
+		// Workflow "a/b" with activity "c" and workflow "a" with activity
+		// "b/c" would share the key "a/b/c", and a receiver would take one's
+		// effect for the other's.
+		return invalidf(field(path, "activity_id"), "must not contain '/': the idempotency key is <workflow_id>/<activity_id>, and a '/' in the activity id lets two activities share one, got %q", id)
 	}
 	if j, dup := seen[id]; dup {
 		return invalidf(field(path, "activity_id"), "duplicates commands[%d].activity_id %q", j, id)

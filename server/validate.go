@@ -181,7 +181,9 @@ func (v validator) failure(path string, f *durablev1.Failure) error {
 }
 
 // retryPolicy checks an optional RetryPolicy. Zero fields mean defaults and
-// are fine; a backoff in [0, 1) counts as unset.
+// are fine; a backoff below 1, negative ones included, counts as unset (the
+// default 2.0, as the specification says), so only NaN and infinities are
+// refused: they are not numbers a policy could mean.
 func (v validator) retryPolicy(path string, p *durablev1.RetryPolicy) error {
 	if p == nil {
 		return nil
@@ -189,8 +191,8 @@ func (v validator) retryPolicy(path string, p *durablev1.RetryPolicy) error {
 	if err := v.millis(field(path, "initial_ms"), p.GetInitialMs()); err != nil {
 		return err
 	}
-	if b := p.GetBackoff(); math.IsNaN(b) || math.IsInf(b, 0) || b < 0 {
-		return invalidf(field(path, "backoff"), "must be finite and >= 0, got %v", b)
+	if b := p.GetBackoff(); math.IsNaN(b) || math.IsInf(b, 0) {
+		return invalidf(field(path, "backoff"), "must be a finite number (a factor below 1 means the default), got %v", b)
 	}
 	if err := v.millis(field(path, "max_interval_ms"), p.GetMaxIntervalMs()); err != nil {
 		return err
@@ -248,7 +250,7 @@ func (v validator) optionsPatch(path string, p *durablev1.OptionsPatch) error {
 	}
 	if p.Backoff != nil {
 		if b := p.GetBackoff(); math.IsNaN(b) || math.IsInf(b, 0) {
-			return invalidf(field(path, "backoff"), "must be a finite number, got %v", b)
+			return invalidf(field(path, "backoff"), "must be a finite number (a factor below 1 means the default), got %v", b)
 		}
 	}
 	if p.MaxIntervalMs != nil {

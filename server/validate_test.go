@@ -73,6 +73,8 @@ func TestListWorkflows_BadInput(t *testing.T) {
 		{"HugePageSize", &durablev1.ListWorkflowsRequest{PageSize: maxPageSize + 1}, codes.InvalidArgument, "page_size"},
 		{"UnknownStatus", &durablev1.ListWorkflowsRequest{Status: 99}, codes.InvalidArgument, "status"},
 		{"PageTokenTooLong", &durablev1.ListWorkflowsRequest{NextPageToken: longToken}, codes.InvalidArgument, "next_page_token"},
+		{"PageTokenIsABareID", &durablev1.ListWorkflowsRequest{NextPageToken: []byte("wf-1")}, codes.InvalidArgument, "next_page_token"},
+		{"PageTokenOfDeadLetters", &durablev1.ListWorkflowsRequest{NextPageToken: []byte{0x12, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 'w', '1'}}, codes.InvalidArgument, "next_page_token"},
 		{"Empty", &durablev1.ListWorkflowsRequest{}, codes.OK, ""},
 	})
 }
@@ -183,7 +185,8 @@ func TestCompleteWorkflowTask_BadInput(t *testing.T) {
 		})), codes.InvalidArgument, "commands[0].activity_options.task_queue"},
 		{"NaNBackoff", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.Backoff = math.NaN() }))), codes.InvalidArgument, ret + "backoff"},
 		{"InfBackoff", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.Backoff = math.Inf(1) }))), codes.InvalidArgument, ret + "backoff"},
-		{"NegativeBackoff", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.Backoff = -2 }))), codes.InvalidArgument, ret + "backoff"},
+		{"NegativeInfBackoff", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.Backoff = math.Inf(-1) }))), codes.InvalidArgument, ret + "backoff"},
+		{"SlashInActivityID", req(schedule("a/b", nil)), codes.InvalidArgument, "commands[0].activity_id"},
 		{"NegativeInitial", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.InitialMs = -1 }))), codes.InvalidArgument, ret + "initial_ms"},
 		{"AbsurdInitial", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.InitialMs = math.MaxInt64 }))), codes.InvalidArgument, ret + "initial_ms"},
 		{"NegativeMaxInterval", req(schedule("0", nil), schedule("1", policy(func(p *durablev1.RetryPolicy) { p.MaxIntervalMs = -1 }))), codes.InvalidArgument, ret + "max_interval_ms"},
@@ -199,7 +202,74 @@ func TestCompleteWorkflowTask_BadInput(t *testing.T) {
 			Failure: &durablev1.Failure{Type: "E", Details: over(testMaxPayload)}}), codes.InvalidArgument, "commands[0].failure.details"},
 		{"CommandAfterComplete", req(complete, schedule("1", nil)), codes.InvalidArgument, "commands[1]"},
 		{"UnknownWorkflow", req(schedule("1", nil), timer("t", durationpb.New(time.Second))), codes.NotFound, ""},
+		// A factor below 1 is unset, not wrong: these pass validation and
+		// reach the engine, which does not know the workflow.
+		{"NegativeBackoffIsUnset", req(schedule("1", policy(func(p *durablev1.RetryPolicy) { p.Backoff = -2 }))), codes.NotFound, ""},
+		{"FractionBackoffIsUnset", req(schedule("1", policy(func(p *durablev1.RetryPolicy) { p.Backoff = 0.5 }))), codes.NotFound, ""},
 	})
+}
+
+// TestValidator_BackoffAndActivityIDEdges: a growth factor below 1, negative
+// ones included, is unset and passes; only NaN and infinities are refused,
+// in a schedule's policy and in a patch alike. An activity id with '/' is
+// refused with the reason, since it would let two activities share an
+// idempotency key.
+func TestValidator_BackoffAndActivityIDEdges(t *testing.T) {
+	t.Parallel()
+	v := validator{maxPayload: testMaxPayload}
+	for _, tc := range []struct {
+		name    string
+		backoff float64
+		refused bool
+	}{
+		{"Unset", 0, false},
+		{"Fraction", 0.5, false},
+		{"Negative", -2, false},
+		{"HugeNegative", -math.MaxFloat64, false},
+		{"One", 1, false},
+		{"Usual", 2, false},
+		{"NaN", math.NaN(), true},
+		{"PlusInf", math.Inf(1), true},
+		{"MinusInf", math.Inf(-1), true},
+	} {
+		t.Run("Backoff"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := schedule("1", policy(func(p *durablev1.RetryPolicy) { p.Backoff = tc.backoff }))
+			errs := map[string]error{
+				"commands[0].activity_options.retry_policy.backoff": v.commands([]*durablev1.Command{cmd}),
+				"edit.backoff": v.optionsPatch("edit", &durablev1.OptionsPatch{Backoff: proto.Float64(tc.backoff)}),
+			}
+			for path, err := range errs {
+				var fe *fieldError
+				switch {
+				case !tc.refused && err != nil:
+					t.Errorf("backoff %v refused at %s: %v", tc.backoff, path, err)
+				case tc.refused && (!errors.As(err, &fe) || fe.field != path):
+					t.Errorf("backoff %v: err = %v, want one naming %s", tc.backoff, err, path)
+				}
+			}
+		})
+	}
+	for _, tc := range []struct {
+		id      string
+		refused bool
+	}{
+		{"1", false},
+		{"charge-card", false},
+		{"a.b:c", false},
+		{"b/c", true},
+		{"/", true},
+		{"trailing/", true},
+	} {
+		err := v.commands([]*durablev1.Command{schedule(tc.id, nil)})
+		var fe *fieldError
+		switch {
+		case !tc.refused && err != nil:
+			t.Errorf("activity id %q refused: %v", tc.id, err)
+		case tc.refused && (!errors.As(err, &fe) || fe.field != "commands[0].activity_id" || !strings.Contains(fe.reason, "idempotency key")):
+			t.Errorf("activity id %q: err = %v, want one naming commands[0].activity_id and the idempotency key", tc.id, err)
+		}
+	}
 }
 
 func TestFailWorkflowTask_BadInput(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"runtime/debug"
 	"sync/atomic"
@@ -126,8 +127,8 @@ func (a *attempt) run() {
 	def := a.w.activities[a.task.GetActivityType()]
 	a.w.mu.Unlock()
 	if def == nil {
-		a.report(nil, &durablev1.Failure{Type: "ActivityNotRegistered",
-			Message: fmt.Sprintf("activity type %s is not registered on worker %s", a.task.GetActivityType(), a.w.opts.Identity)})
+		a.report(nil, activity.FailureFromError(activity.NewError(activity.TypeActivityNotRegistered,
+			fmt.Sprintf("activity type %s is not registered on worker %s", a.task.GetActivityType(), a.w.opts.Identity))))
 		return
 	}
 	result, failure := a.call(def)
@@ -140,7 +141,14 @@ func (a *attempt) run() {
 func (a *attempt) call(def *activityDef) (result []byte, failure *durablev1.Failure) {
 	defer func() {
 		if r := recover(); r != nil {
-			result, failure = nil, &durablev1.Failure{Type: "Panic", Message: fmt.Sprint(r), Details: debug.Stack()}
+			// The stack is the worker's own detail, not the activity's
+			// payload: it is cut to the bound rather than turning a
+			// retryable panic into a PayloadTooLarge.
+			stack := debug.Stack()
+			if limit := a.task.GetMaxPayload(); limit > 0 && int64(len(stack)) > limit {
+				stack = stack[:limit]
+			}
+			result, failure = nil, activity.FailureFromError(&activity.Error{Type: activity.TypePanic, Message: fmt.Sprint(r), Details: stack})
 		}
 	}()
 	conv := a.w.c.Converter()
@@ -148,7 +156,7 @@ func (a *attempt) call(def *activityDef) (result []byte, failure *durablev1.Fail
 	if def.in != nil {
 		v := reflect.New(def.in)
 		if err := conv.FromPayload(a.task.GetInput(), v.Interface()); err != nil {
-			return nil, &durablev1.Failure{Type: "BadInput", Message: err.Error(), NonRetryable: true}
+			return nil, activity.FailureFromError(activity.NewNonRetryable(activity.TypeBadInput, err.Error()))
 		}
 		args = append(args, v.Elem())
 	}
@@ -161,48 +169,104 @@ func (a *attempt) call(def *activityDef) (result []byte, failure *durablev1.Fail
 	}
 	b, err := conv.ToPayload(out[0].Interface())
 	if err != nil {
-		return nil, &durablev1.Failure{Type: "BadResult", Message: err.Error(), NonRetryable: true}
+		return nil, activity.FailureFromError(activity.NewNonRetryable(activity.TypeBadResult, err.Error()))
 	}
 	return b, nil
 }
 
-// failureOf maps an activity's error to the Failure the daemon decides on:
-// an *activity.Error anywhere in the chain keeps its type and flag; a context
-// deadline (or a lease that ran out) is a Timeout; anything else is a
-// retryable "Error".
+// failureOf maps an activity's error to the Failure the daemon decides on,
+// through activity.FailureFromError: an *activity.Error anywhere in the chain
+// keeps its type and flag; a context deadline is a Timeout. What only the
+// context knows is added first: a context cancelled because the lease's
+// deadline came is a Timeout too, one cancelled by Stop a WorkerShutdown.
 func failureOf(err error, ctx context.Context) *durablev1.Failure {
 	var ae *activity.Error
-	if errors.As(err, &ae) {
-		msg := ae.Message
-		if msg == "" {
-			msg = err.Error()
+	if !errors.As(err, &ae) && errors.Is(err, context.Canceled) {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, context.DeadlineExceeded):
+			err = &activity.Error{Type: activity.TypeTimeout, Cause: err}
+		case errors.Is(cause, ErrWorkerShutdown):
+			err = &activity.Error{Type: activity.TypeWorkerShutdown, Cause: err}
 		}
-		return &durablev1.Failure{Type: ae.Type, Message: msg, NonRetryable: ae.NoRetry}
 	}
-	cause := context.Cause(ctx)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, context.Canceled) && errors.Is(cause, context.DeadlineExceeded):
-		return &durablev1.Failure{Type: "Timeout", Message: err.Error()}
-	case errors.Is(err, context.Canceled) && errors.Is(cause, ErrWorkerShutdown):
-		return &durablev1.Failure{Type: "WorkerShutdown", Message: err.Error()}
-	}
-	return &durablev1.Failure{Type: "Error", Message: err.Error()}
+	return activity.FailureFromError(err)
 }
 
 // report sends the attempt's outcome once; a later call (the attempt
-// finishing after Stop gave up on it) does nothing. Unavailable is retried
-// briefly; a stale lease is logged and dropped, as the daemon has moved on.
+// finishing after Stop gave up on it, or after abort) does nothing.
 func (a *attempt) report(result []byte, failure *durablev1.Failure) {
-	if !a.reported.CompareAndSwap(false, true) {
+	if !a.claimReport() {
 		return
 	}
-	log := a.w.log.With("workflow_id", a.task.GetWorkflowId(), "activity_id", a.task.GetActivityId(),
+	a.send(result, failure)
+}
+
+// claimReport makes the caller the one that reports the attempt.
+func (a *attempt) claimReport() bool { return a.reported.CompareAndSwap(false, true) }
+
+// abort ends the attempt at once with failure, whatever the activity function
+// is doing: its context is cancelled with the failure as the cause, and the
+// failure is reported now rather than when the function returns or its lease
+// runs out. What the function returns later is dropped. why is logged at
+// ERROR. It reports false when the attempt was already reported.
+func (a *attempt) abort(failure *durablev1.Failure, why string) bool {
+	if !a.claimReport() {
+		return false
+	}
+	a.logger().Error(why, "failure_type", failure.GetType(), "message", failure.GetMessage())
+	a.cancel(activity.ErrorFromFailure(failure))
+	// The attempt's own goroutine is still counted, so Add cannot race
+	// Stop's Wait.
+	a.w.attemptsWG.Add(1)
+	go func() {
+		defer a.w.attemptsWG.Done()
+		a.send(nil, failure)
+	}()
+	return true
+}
+
+func (a *attempt) logger() *slog.Logger {
+	return a.w.log.With("workflow_id", a.task.GetWorkflowId(), "activity_id", a.task.GetActivityId(),
 		"activity_type", a.task.GetActivityType(), "attempt", a.task.GetAttempt())
+}
+
+// send reports an outcome. A payload over the daemon's bound is never
+// dropped: it becomes a PayloadTooLarge failure, before sending when the task
+// carried the bound, or when the daemon refuses the field. Unavailable is
+// retried briefly; a stale lease is logged and dropped, as the daemon has
+// moved on.
+func (a *attempt) send(result []byte, failure *durablev1.Failure) {
+	log := a.logger()
+	tooLarge := func(replacement *durablev1.Failure) {
+		log.Error("activity payload over the daemon's limit; the attempt fails as "+activity.TypePayloadTooLarge, "message", replacement.GetMessage())
+		result, failure = nil, replacement
+	}
+	f := oversized(result, failure, a.task.GetMaxPayload())
+	if f != nil {
+		tooLarge(f)
+	}
+	err := a.sendOnce(result, failure)
+	if f == nil {
+		if f = refusedPayload(err, result, failure); f != nil {
+			tooLarge(f)
+			err = a.sendOnce(result, failure)
+		}
+	}
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.FailedPrecondition, codes.NotFound:
+		log.Info("activity lease lost; report dropped", "err", err)
+	default:
+		log.Warn("report activity", "err", err)
+	}
+}
+
+// sendOnce makes the report call, through restarts of the daemon.
+func (a *attempt) sendOnce(result []byte, failure *durablev1.Failure) error {
 	svc := a.w.c.Service()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*reportTimeout)
 	defer cancel()
-	err := retryUnavailable(ctx, func(ctx context.Context) error {
+	return retryUnavailable(ctx, func(ctx context.Context) error {
 		var err error
 		if failure == nil {
 			_, err = svc.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{
@@ -213,13 +277,6 @@ func (a *attempt) report(result []byte, failure *durablev1.Failure) {
 		}
 		return err
 	})
-	switch status.Code(err) {
-	case codes.OK:
-	case codes.FailedPrecondition, codes.NotFound:
-		log.Info("activity lease lost; report dropped", "err", err)
-	default:
-		log.Warn("report activity", "err", err)
-	}
 }
 
 // abandonRunning is Stop's last step: attempts still running are cancelled
@@ -237,8 +294,8 @@ func (w *Worker) abandonRunning() {
 		go func() {
 			a.cancel(ErrWorkerShutdown)
 			a.hb.flush()
-			a.report(nil, &durablev1.Failure{Type: "WorkerShutdown",
-				Message: fmt.Sprintf("worker %s stopped before the attempt finished", w.opts.Identity)})
+			a.report(nil, activity.FailureFromError(activity.NewError(activity.TypeWorkerShutdown,
+				fmt.Sprintf("worker %s stopped before the attempt finished", w.opts.Identity))))
 			done <- struct{}{}
 		}()
 	}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -47,7 +48,18 @@ func newHeartbeater(a *attempt, timeout time.Duration) *heartbeater {
 }
 
 // record is activity.Info.HeartbeatFunc: it never blocks on the network.
+// Details over the daemon's bound end the attempt at once as
+// PayloadTooLarge: the checkpoint could never be saved, and a heartbeat that
+// is never sent would only let the lease run out later, as a misleading
+// HeartbeatTimeout.
 func (h *heartbeater) record(details []byte) {
+	if h.a.reported.Load() {
+		return // aborted: the lease is being given back
+	}
+	if limit := h.a.task.GetMaxPayload(); limit > 0 && int64(len(details)) > limit {
+		h.a.heartbeatTooLarge(payloadTooLarge("details", len(details), limit, nil))
+		return
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -140,7 +152,19 @@ func (a *attempt) sendHeartbeat(details []byte) {
 	case codes.FailedPrecondition, codes.NotFound:
 		a.lost.Store(true)
 		a.cancel(ErrLeaseLost)
+	case codes.InvalidArgument:
+		if field, reason, ok := refusedField(err); ok && field == "details" {
+			a.heartbeatTooLarge(payloadRefused(field, reason, len(details), nil))
+			return
+		}
+		a.w.log.Warn("heartbeat", "workflow_id", a.task.GetWorkflowId(), "activity_id", a.task.GetActivityId(), "err", err)
 	default:
 		a.w.log.Warn("heartbeat", "workflow_id", a.task.GetWorkflowId(), "activity_id", a.task.GetActivityId(), "err", err)
 	}
+}
+
+// heartbeatTooLarge ends the attempt with failure, a PayloadTooLarge for its
+// heartbeat details, and says so at ERROR: it is a bug in the activity.
+func (a *attempt) heartbeatTooLarge(failure *durablev1.Failure) {
+	a.abort(failure, "heartbeat details over the daemon's limit; the attempt fails as "+activity.TypePayloadTooLarge)
 }

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -12,6 +13,13 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/worker"
 )
+
+// TestMain removes the durabled binary the limits tests build.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testdaemon.Cleanup()
+	os.Exit(code)
+}
 
 // testTimeout bounds every wait of an end-to-end test.
 const testTimeout = 30 * time.Second

@@ -2,11 +2,14 @@ package worker
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/workflow"
 )
@@ -17,7 +20,8 @@ const reportTimeout = 10 * time.Second
 
 // runWorkflowTask replays the task's history and completes the task with the
 // new commands, or fails it (panic, non-determinism, unknown type) so that the
-// daemon retries it, possibly on a fixed worker.
+// daemon retries it, possibly on a fixed worker. Commands the daemon refuses
+// fail the task for good, which fails the workflow.
 func (w *Worker) runWorkflowTask(t *durablev1.PollWorkflowTaskResponse) {
 	log := w.log.With("workflow_id", t.GetWorkflowId(), "workflow_type", t.GetWorkflowType(), "attempt", t.GetAttempt())
 	w.mu.Lock()
@@ -26,8 +30,8 @@ func (w *Worker) runWorkflowTask(t *durablev1.PollWorkflowTaskResponse) {
 
 	var res workflow.TaskResult
 	if def == nil {
-		res.Failure = &durablev1.Failure{Type: "WorkflowNotRegistered",
-			Message: "workflow type " + t.GetWorkflowType() + " is not registered on worker " + w.opts.Identity}
+		res.Failure = activity.FailureFromError(activity.NewError(activity.TypeWorkflowNotRegistered,
+			"workflow type "+t.GetWorkflowType()+" is not registered on worker "+w.opts.Identity))
 	} else {
 		var queue string
 		if h := t.GetHistory(); len(h) > 0 {
@@ -43,31 +47,62 @@ func (w *Worker) runWorkflowTask(t *durablev1.PollWorkflowTaskResponse) {
 		})
 	}
 
-	// A daemon that restarts mid-report keeps the lease it had on disk, so
-	// the report is retried through the restart rather than left to the
-	// task's timeout; a report that did land comes back FailedPrecondition.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*reportTimeout)
-	defer cancel()
 	if res.Failure != nil {
 		log.Warn("workflow task failed", "failure_type", res.Failure.GetType(), "message", res.Failure.GetMessage())
+		w.failWorkflowTask(log, t, res.Failure)
+		return
 	}
-	err := retryUnavailable(ctx, func(ctx context.Context) error {
-		var err error
-		if res.Failure != nil {
-			_, err = w.c.Service().FailWorkflowTask(ctx, &durablev1.FailWorkflowTaskRequest{
-				TaskToken: t.GetTaskToken(), Identity: w.opts.Identity, Failure: res.Failure,
-			})
-		} else {
-			_, err = w.c.Service().CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{
-				TaskToken: t.GetTaskToken(), Identity: w.opts.Identity, Commands: res.Commands,
-			})
-		}
+	err := w.reportWorkflowTask(func(ctx context.Context) error {
+		_, err := w.c.Service().CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{
+			TaskToken: t.GetTaskToken(), Identity: w.opts.Identity, Commands: res.Commands,
+		})
 		return err
 	})
+	if field, reason, ok := refusedField(err); ok && isCommandsField(field) {
+		// The same code would send the same commands on every retry: fail
+		// the task non-retryably, which fails the workflow with the reason,
+		// instead of letting it time out and come back forever.
+		f := commandsRefused(res.Commands, field, reason)
+		log.Error("the daemon refused the workflow task's commands; the workflow fails", "failure_type", f.GetType(), "message", f.GetMessage())
+		w.failWorkflowTask(log, t, f)
+		return
+	}
 	if err != nil {
 		// The lease ends on its own; the daemon hands the task out again.
 		log.Warn("report workflow task", "err", err)
 	}
+}
+
+// failWorkflowTask reports a failed workflow task. A failure the daemon
+// refuses for its size (a panic's stack over the payload bound) is sent
+// again without its details, so that the reason still reaches history.
+func (w *Worker) failWorkflowTask(log *slog.Logger, t *durablev1.PollWorkflowTaskResponse, f *durablev1.Failure) {
+	send := func(f *durablev1.Failure) error {
+		return w.reportWorkflowTask(func(ctx context.Context) error {
+			_, err := w.c.Service().FailWorkflowTask(ctx, &durablev1.FailWorkflowTaskRequest{
+				TaskToken: t.GetTaskToken(), Identity: w.opts.Identity, Failure: f,
+			})
+			return err
+		})
+	}
+	err := send(f)
+	if field, _, ok := refusedField(err); ok && strings.HasPrefix(field, "failure.") {
+		err = send(trimFailure(f))
+	}
+	if err != nil {
+		// The lease ends on its own; the daemon hands the task out again.
+		log.Warn("report workflow task failure", "err", err)
+	}
+}
+
+// reportWorkflowTask makes a report call. A daemon that restarts mid-report
+// keeps the lease it had on disk, so the report is retried through the
+// restart rather than left to the task's timeout; a report that did land
+// comes back FailedPrecondition.
+func (w *Worker) reportWorkflowTask(call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*reportTimeout)
+	defer cancel()
+	return retryUnavailable(ctx, call)
 }
 
 // retryUnavailable makes a report call, and makes it again after a backoff

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -16,6 +17,13 @@ import (
 // ActivityOptions say where and how an activity runs. Zero fields take the
 // daemon's defaults.
 type ActivityOptions struct {
+	// ActivityID names the activity within the workflow; empty means the
+	// next number of the workflow's own sequence. It is the second half of
+	// activity.IdempotencyKey, "<workflow_id>/<activity_id>", so it must be
+	// unique within the workflow, the same on every replay, and may not
+	// contain '/' (two activities could then share a key). Set it on a ctx
+	// used for one ExecuteActivity call only.
+	ActivityID string
 	// TaskQueue is the queue of the workers that run it; empty means the
 	// workflow's own queue.
 	TaskQueue string
@@ -100,7 +108,17 @@ func ExecuteActivity(ctx Context, activityFn any, input any) Future {
 		f.resolve(nil, fmt.Errorf("workflow: encode input of activity %s: %w", name, err))
 		return f
 	}
-	id := e.nextID()
+	id := c.actOpts.ActivityID
+	if err := checkActivityID(id, e.activities); err != nil {
+		f.resolve(nil, fmt.Errorf("workflow: activity %s: %w", name, err))
+		return f
+	}
+	if id == "" {
+		id = e.nextID()
+		for e.activities[id] != nil { // a number the workflow chose as an id itself
+			id = e.nextID()
+		}
+	}
 	e.command(&durablev1.Command{
 		Type:            durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY,
 		ActivityId:      id,
@@ -111,6 +129,24 @@ func ExecuteActivity(ctx Context, activityFn any, input any) Future {
 	e.activities[id] = f
 	e.applyEarly(id, f)
 	return f
+}
+
+// ErrBadActivityID is wrapped by the error of an ExecuteActivity whose
+// ActivityOptions.ActivityID cannot be used; nothing was scheduled.
+var ErrBadActivityID = errors.New("bad activity id")
+
+// checkActivityID refuses, before anything is sent, a chosen activity id the
+// daemon would refuse: one with '/', or one the workflow already used.
+func checkActivityID(id string, used map[string]*future) error {
+	switch {
+	case id == "":
+		return nil
+	case strings.Contains(id, "/"):
+		return fmt.Errorf("%w %q: it must not contain '/', since the idempotency key <workflow_id>/<activity_id> of two activities could then be the same", ErrBadActivityID, id)
+	case used[id] != nil:
+		return fmt.Errorf("%w %q: the workflow already scheduled an activity under it", ErrBadActivityID, id)
+	}
+	return nil
 }
 
 func activityName(fn any) string {

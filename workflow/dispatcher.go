@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/tinyllm/durable/activity"
 )
 
 // blockedLimit is how long one coroutine may run without yielding. Workflow
@@ -61,10 +63,10 @@ func (d *dispatcher) spawn(name string, fn func(co *coroutine)) *coroutine {
 		defer func() {
 			if r := recover(); r != nil && d.failure == nil {
 				if nd, ok := r.(nondeterminism); ok {
-					d.failure = &taskFailure{typ: "NonDeterminism", message: nd.msg}
+					d.failure = &taskFailure{typ: activity.TypeNonDeterminism, message: nd.msg}
 				} else {
 					d.failure = &taskFailure{
-						typ:     "Panic",
+						typ:     activity.TypePanic,
 						message: fmt.Sprintf("workflow coroutine %s panicked: %v", name, r),
 						details: debug.Stack(),
 					}
@@ -144,7 +146,7 @@ func (co *coroutine) wait() bool {
 		co.stuck = true
 		if co.d.failure == nil {
 			co.d.failure = &taskFailure{
-				typ: "Blocked",
+				typ: activity.TypeBlocked,
 				message: fmt.Sprintf("workflow coroutine %s ran %v without yielding: workflow code must wait only through this package (Future.Get, Sleep, Await), never on channels, locks, time.Sleep or I/O",
 					co.name, blockedLimit),
 			}

@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -155,7 +154,7 @@ func (d *Definition) call(ctx *wfContext, input []byte, conv client.DataConverte
 	if d.in != nil {
 		v := reflect.New(d.in)
 		if err := conv.FromPayload(input, v.Interface()); err != nil {
-			return nil, activity.NewNonRetryable("BadInput", err.Error())
+			return nil, activity.NewNonRetryable(activity.TypeBadInput, err.Error())
 		}
 		args = append(args, v.Elem())
 	}
@@ -168,7 +167,7 @@ func (d *Definition) call(ctx *wfContext, input []byte, conv client.DataConverte
 	}
 	b, err := conv.ToPayload(out[0].Interface())
 	if err != nil {
-		return nil, activity.NewNonRetryable("BadResult", err.Error())
+		return nil, activity.NewNonRetryable(activity.TypeBadResult, err.Error())
 	}
 	return b, nil
 }
@@ -288,10 +287,11 @@ func (e *env) apply(ev *durablev1.HistoryEvent) {
 		if typ == "" {
 			typ = e.scheduled[ev.GetScheduledEventId()].GetActivityType()
 		}
-		fl := ev.GetFailure()
-		err := &ActivityError{ActivityID: id, ActivityType: typ, Cause: &activity.Error{
-			Type: fl.GetType(), Message: fl.GetMessage(), NoRetry: fl.GetNonRetryable(),
-		}}
+		cause, ok := activity.ErrorFromFailure(ev.GetFailure()).(*activity.Error)
+		if !ok {
+			cause = &activity.Error{Type: activity.TypeUnknown, Message: "the daemon recorded no failure"}
+		}
+		err := &ActivityError{ActivityID: id, ActivityType: typ, Cause: cause}
 		res = func(f *future) { f.resolve(nil, err) }
 	case durablev1.EventType_EVENT_TYPE_TIMER_FIRED:
 		id, table = ev.GetTimerId(), e.timers
@@ -317,23 +317,14 @@ func (e *env) closeCommand() *durablev1.Command {
 	if e.err == nil {
 		return &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW, Result: e.result}
 	}
-	f := &durablev1.Failure{Type: "Error", Message: e.err.Error()}
-	var ae *activity.Error
-	if errors.As(e.err, &ae) {
-		f.Type, f.NonRetryable = ae.Type, ae.NoRetry
-		f.Message = ae.Message
-		if f.Message == "" {
-			f.Message = e.err.Error()
-		}
-	}
-	return &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_FAIL_WORKFLOW, Failure: f}
+	return &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_FAIL_WORKFLOW, Failure: activity.FailureFromError(e.err)}
 }
 
 func (e *env) failed() TaskResult {
 	f := e.d.failure
-	return TaskResult{Failure: &durablev1.Failure{Type: f.typ, Message: f.message, Details: f.details}}
+	return TaskResult{Failure: activity.FailureFromError(&activity.Error{Type: f.typ, Message: f.message, Details: f.details})}
 }
 
 func (e *env) nondeterministic(msg string) TaskResult {
-	return TaskResult{Failure: &durablev1.Failure{Type: "NonDeterminism", Message: msg}}
+	return TaskResult{Failure: activity.FailureFromError(activity.NewError(activity.TypeNonDeterminism, msg))}
 }

@@ -1957,8 +1957,14 @@ type ActivityTask struct {
 	HeartbeatTimeout *durationpb.Duration   `protobuf:"bytes,13,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
 	IdempotencyKey   string                 `protobuf:"bytes,14,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	TaskQueue        string                 `protobuf:"bytes,15,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The daemon's bound on one payload in bytes (--max-payload): the
+	// attempt's result, its failure's message and details, each heartbeat's
+	// details. A worker checks against it before it reports, so an oversized
+	// payload ends the attempt as PayloadTooLarge without crossing the wire;
+	// 0 means not told (the daemon's refusal then says it).
+	MaxPayload    int64 `protobuf:"varint,16,opt,name=max_payload,json=maxPayload,proto3" json:"max_payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ActivityTask) Reset() {
@@ -2094,6 +2100,13 @@ func (x *ActivityTask) GetTaskQueue() string {
 		return x.TaskQueue
 	}
 	return ""
+}
+
+func (x *ActivityTask) GetMaxPayload() int64 {
+	if x != nil {
+		return x.MaxPayload
+	}
+	return 0
 }
 
 type PollActivityTaskResponse struct {
@@ -5280,7 +5293,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\n" +
 	"task_queue\x18\x01 \x01(\tR\ttaskQueue\x12\x1a\n" +
 	"\bidentity\x18\x02 \x01(\tR\bidentity\x12\x1b\n" +
-	"\tmax_tasks\x18\x03 \x01(\x05R\bmaxTasks\"\x83\x05\n" +
+	"\tmax_tasks\x18\x03 \x01(\x05R\bmaxTasks\"\xa4\x05\n" +
 	"\fActivityTask\x12\x1d\n" +
 	"\n" +
 	"task_token\x18\x01 \x01(\fR\ttaskToken\x12\x1f\n" +
@@ -5301,7 +5314,9 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x11heartbeat_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12'\n" +
 	"\x0fidempotency_key\x18\x0e \x01(\tR\x0eidempotencyKey\x12\x1d\n" +
 	"\n" +
-	"task_queue\x18\x0f \x01(\tR\ttaskQueue\"J\n" +
+	"task_queue\x18\x0f \x01(\tR\ttaskQueue\x12\x1f\n" +
+	"\vmax_payload\x18\x10 \x01(\x03R\n" +
+	"maxPayload\"J\n" +
 	"\x18PollActivityTaskResponse\x12.\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x18.durable.v1.ActivityTaskR\x05tasks\"p\n" +
 	"\x1bCompleteActivityTaskRequest\x12\x1d\n" +

@@ -28,6 +28,10 @@ type Engine struct {
 	rng *rand.Rand
 	seq int64
 
+	// firing is held while a batch of due timers is popped and fired, so
+	// that whoever fires timers next sees that batch committed (timers.go).
+	firing sync.Mutex
+
 	mu          sync.Mutex
 	closed      bool
 	closeCh     chan struct{}

@@ -39,33 +39,46 @@ func (e *Engine) timerLoop() {
 // fireDue handles every timer due now: expired leases become retryable
 // timeout failures, budgets that ran out dead-letter, workflow timers fire.
 // Timer effects are not synced: after a crash they are derived again from the
-// records and fire again.
+// records and fire again. When it returns, every timer due when it was called
+// has fired and its effects are committed, whoever popped it: a batch popped
+// by another caller (the timer loop, say) is waited for, so a poll or a read
+// that fires due timers first never misses what one of them did.
 func (e *Engine) fireDue() error {
 	for {
-		e.mu.Lock()
-		now := e.now()
-		batch := e.timers.popDue(now, timerBatch)
-		e.mu.Unlock()
-		if len(batch) == 0 {
-			return nil
-		}
-		err := e.update(func(tx Tx, c *change) error {
-			for _, t := range batch {
-				if err := e.fire(tx, c, t, now); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			e.mu.Lock()
-			for _, t := range batch {
-				e.timers.restore(t)
-			}
-			e.mu.Unlock()
+		if done, err := e.fireBatch(); done || err != nil {
 			return err
 		}
 	}
+}
+
+// fireBatch fires up to timerBatch due timers in one transaction; done is
+// true when none was due. firing is held from the pop to the commit.
+func (e *Engine) fireBatch() (done bool, err error) {
+	e.firing.Lock()
+	defer e.firing.Unlock()
+	e.mu.Lock()
+	now := e.now()
+	batch := e.timers.popDue(now, timerBatch)
+	e.mu.Unlock()
+	if len(batch) == 0 {
+		return true, nil
+	}
+	err = e.update(func(tx Tx, c *change) error {
+		for _, t := range batch {
+			if err := e.fire(tx, c, t, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		e.mu.Lock()
+		for _, t := range batch {
+			e.timers.restore(t)
+		}
+		e.mu.Unlock()
+	}
+	return false, err
 }
 
 func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {

@@ -46,7 +46,7 @@ func (e *Engine) SetPolicyOverride(ctx context.Context, by Actor, req *durablev1
 	if err != nil {
 		return nil, err
 	}
-	e.logOverride("SetPolicyOverride", by, o)
+	e.logOverride("SetPolicyOverride", by, req.GetReason(), o.GetAuditId(), o)
 	e.followOverride(o.GetActivityType())
 	return proto.CloneOf(o), nil
 }
@@ -81,7 +81,7 @@ func (e *Engine) ClearPolicyOverride(ctx context.Context, by Actor, req *durable
 	if err != nil {
 		return nil, err
 	}
-	e.logOverride("ClearPolicyOverride", by, gone)
+	e.logOverride("ClearPolicyOverride", by, req.GetReason(), resp.GetAuditId(), gone)
 	e.followOverride(gone.GetActivityType())
 	return resp, nil
 }
@@ -96,12 +96,12 @@ func (e *Engine) ListPolicyOverrides(ctx context.Context, req *durablev1.ListPol
 	return resp, nil
 }
 
-// logOverride logs an override change at INFO, as every operator action is.
-func (e *Engine) logOverride(rpc string, by Actor, o *durablev1.PolicyOverride) {
-	reason := o.GetReason()
+// logOverride logs an override change at INFO, as every operator action is:
+// who, why, the override set or cleared and the audit record of the change.
+func (e *Engine) logOverride(rpc string, by Actor, reason string, auditID int64, o *durablev1.PolicyOverride) {
 	e.opts.Logger.Info("operator action", "rpc", rpc, "principal", by.Principal, "role", by.Role,
 		"reason", reason, "activity_type", o.GetActivityType(), "task_queue", o.GetTaskQueue(),
-		"fields", strings.Join(patchFields(o.GetPatch()), ","), "audit_id", o.GetAuditId())
+		"fields", strings.Join(patchFields(o.GetPatch()), ","), "audit_id", auditID)
 }
 
 // patchFields names the fields a patch sets.
@@ -196,6 +196,7 @@ func (e *Engine) followOverride(activityType string) {
 		return
 	}
 	before := e.nextTimerLocked()
+	watched := len(e.watchers) > 0
 	var views []*durablev1.PendingActivity
 	err := e.store.View(func(tx Tx) error {
 		return tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
@@ -208,8 +209,10 @@ func (e *Engine) followOverride(activityType string) {
 					e.timers.set(t)
 				}
 			}
-			e.showInForce(in)
-			views = append(views, in)
+			if watched {
+				e.showInForce(in)
+				views = append(views, in)
+			}
 			return true
 		})
 	})

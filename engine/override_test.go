@@ -1,10 +1,13 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,7 +260,8 @@ func TestOverrideRefusals(t *testing.T) {
 // change, and the new view of the activities it touches.
 func TestOverrideAuditAndWatch(t *testing.T) {
 	t.Parallel()
-	h := setup(t, engine.Options{})
+	var logs syncBuffer
+	h := setup(t, engine.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	h.startWithActivity("wf", nil)
 	first := h.setOverride("", &durablev1.OptionsPatch{MaxAttempts: i32(6)})
 
@@ -311,6 +315,32 @@ func TestOverrideAuditAndWatch(t *testing.T) {
 	if clear.GetRpc() != "ClearPolicyOverride" || !clear.GetPolicyOverride().GetCleared() || clear.GetReason() != "INC-7 over" {
 		t.Errorf("clear record = %v", clear)
 	}
+	for _, want := range []string{
+		`level=INFO msg="operator action" rpc=SetPolicyOverride principal=ops role=operator reason="INC-7: card API slow" activity_type=Charge task_queue="" fields=retry_policy.max_attempts`,
+		`level=INFO msg="operator action" rpc=ClearPolicyOverride principal=ops role=operator reason="INC-7 over" activity_type=Charge task_queue="" fields=retry_policy.max_attempts audit_id=4`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer a logger may write from any goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestOverrideSurvivesRestart: overrides are loaded at start, and the lease

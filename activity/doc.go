@@ -8,7 +8,10 @@
 // failure type the system itself reports (timeouts, PayloadTooLarge,
 // CommandsRefused, …), and FailureFromError and ErrorFromFailure are the one
 // conversion between a Go error and the wire's Failure, used by the worker,
-// the workflow side, the client and the daemon alike.
+// the workflow side, the client and the daemon alike. Fingerprint groups
+// failures that are the same problem: their type and their message with
+// numbers, ids, addresses, hex and quoted values replaced by placeholders
+// (NormalizeMessage), hashed to a short hex string.
 //
 // It also holds the pure retry arithmetic the daemon applies, Backoff and
 // Jitter, so that a policy can be checked without running anything:

@@ -1,6 +1,7 @@
 // Package client talks to a durable daemon: start workflows and wait for their
 // results, and the operator calls behind wf and wfui (describe, history, list,
-// dead letters and redrives, activity stats, the live Watch stream).
+// dead letters and redrives, redrive operations the daemon runs, the audit
+// log, activity stats, the live Watch stream).
 //
 //	c, err := client.Dial(ctx, "127.0.0.1:7345")
 //	if err != nil { ... }

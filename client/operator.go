@@ -13,8 +13,9 @@ import (
 // pageSize is what the list helpers ask for per page.
 const pageSize = 500
 
-// Describe returns a workflow and its pending activities (dead letters
-// included) without waiting.
+// Describe returns a workflow, its pending activities (dead letters
+// included) and the activities that finished within the daemon's attempt
+// retention, with their attempts, without waiting.
 func (c *Client) Describe(ctx context.Context, id string) (*durablev1.DescribeWorkflowResponse, error) {
 	resp, err := c.svc.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: id})
 	if err != nil {
@@ -50,33 +51,103 @@ func (c *Client) ListWorkflows(ctx context.Context, status durablev1.WorkflowSta
 	}
 }
 
-// DeadLetterFilter narrows ListDeadLetters; empty fields match anything.
+// DeadLetterFilter narrows ListDeadLetters and the redrive operations;
+// empty fields match anything.
 type DeadLetterFilter struct {
 	WorkflowID   string
 	ActivityType string
 	// FailureType matches the type of the failure that dead-lettered it.
 	FailureType string
+	// FailureFingerprint matches the fingerprint of that failure
+	// (activity.Fingerprint): its type and its message with numbers, ids
+	// and quoted values normalised.
+	FailureFingerprint string
+	// DeadLetteredAfter, if set, leaves out letters dead-lettered before it.
+	DeadLetteredAfter time.Time
+	// DeadLetteredBefore, if set, leaves out letters dead-lettered at or
+	// after it.
+	DeadLetteredBefore time.Time
+}
+
+// IsZero reports whether f matches every letter.
+func (f DeadLetterFilter) IsZero() bool {
+	return f.WorkflowID == "" && f.ActivityType == "" && f.FailureType == "" && f.FailureFingerprint == "" &&
+		f.DeadLetteredAfter.IsZero() && f.DeadLetteredBefore.IsZero()
 }
 
 // ListDeadLetters returns every dead-lettered activity matching f, oldest
 // first, following page tokens.
 func (c *Client) ListDeadLetters(ctx context.Context, f DeadLetterFilter) ([]*durablev1.PendingActivity, error) {
 	var out []*durablev1.PendingActivity
-	var token []byte
+	p := f.Proto()
+	req := &durablev1.ListDeadLettersRequest{
+		WorkflowId: p.GetWorkflowId(), ActivityType: p.GetActivityType(), FailureType: p.GetFailureType(),
+		FailureFingerprint: p.GetFailureFingerprint(), DeadLetteredAfter: p.GetDeadLetteredAfter(), DeadLetteredBefore: p.GetDeadLetteredBefore(),
+		PageSize: pageSize,
+	}
 	for {
-		resp, err := c.svc.ListDeadLetters(ctx, &durablev1.ListDeadLettersRequest{
-			WorkflowId:    f.WorkflowID,
-			ActivityType:  f.ActivityType,
-			FailureType:   f.FailureType,
-			PageSize:      pageSize,
-			NextPageToken: token,
-		})
+		resp, err := c.svc.ListDeadLetters(ctx, req)
 		if err != nil {
 			return nil, fmt.Errorf("list dead letters: %w", err)
 		}
 		out = append(out, resp.GetDeadLetters()...)
-		token = resp.GetNextPageToken()
-		if len(token) == 0 {
+		req.NextPageToken = resp.GetNextPageToken()
+		if len(req.NextPageToken) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// Proto is f as the daemon's filter message.
+func (f DeadLetterFilter) Proto() *durablev1.DeadLetterFilter {
+	return &durablev1.DeadLetterFilter{
+		WorkflowId: f.WorkflowID, ActivityType: f.ActivityType, FailureType: f.FailureType,
+		FailureFingerprint: f.FailureFingerprint,
+		DeadLetteredAfter:  timestamp(f.DeadLetteredAfter), DeadLetteredBefore: timestamp(f.DeadLetteredBefore),
+	}
+}
+
+// timestamp is t on the wire; the zero time is unset.
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// ActivityFilter narrows ListActivities; zero fields match anything.
+type ActivityFilter struct {
+	// State is one state: scheduled, started (running), retrying or
+	// dead-lettered.
+	State durablev1.ActivityState
+	// MinAttempt leaves out activities at an earlier attempt.
+	MinAttempt int32
+	// FailureType and FailureFingerprint match the activity's last failure.
+	FailureType        string
+	FailureFingerprint string
+	ActivityType       string
+	TaskQueue          string
+}
+
+// ListActivities returns every pending activity across workflows that
+// matches f, following page tokens: grouped by state, then by type, then in
+// workflow and activity id order. The daemon reads them from an index of
+// activities by state and type, not from a scan of workflows, so a narrow
+// State and ActivityType make it cheap.
+func (c *Client) ListActivities(ctx context.Context, f ActivityFilter) ([]*durablev1.PendingActivity, error) {
+	var out []*durablev1.PendingActivity
+	req := &durablev1.ListActivitiesRequest{
+		State: f.State, MinAttempt: f.MinAttempt, FailureType: f.FailureType, FailureFingerprint: f.FailureFingerprint,
+		ActivityType: f.ActivityType, TaskQueue: f.TaskQueue, PageSize: pageSize,
+	}
+	for {
+		resp, err := c.svc.ListActivities(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("list activities: %w", err)
+		}
+		out = append(out, resp.GetActivities()...)
+		req.NextPageToken = resp.GetNextPageToken()
+		if len(req.NextPageToken) == 0 {
 			return out, nil
 		}
 	}
@@ -88,6 +159,7 @@ type RedriveOption func(*redriveOptions)
 type redriveOptions struct {
 	reason string
 	rate   float64
+	edit   *durablev1.OptionsPatch
 }
 
 // WithReason records why, in the audit log and the ActivityRedriven event.
@@ -95,10 +167,18 @@ func WithReason(reason string) RedriveOption {
 	return func(o *redriveOptions) { o.reason = reason }
 }
 
-// WithRate sets how many letters per second a bulk redrive releases; the
-// daemon's default is 50.
+// WithRate sets how many letters per second a redrive operation releases;
+// the daemon's default is 50.
 func WithRate(perSecond float64) RedriveOption {
 	return func(o *redriveOptions) { o.rate = perSecond }
+}
+
+// WithEdit changes the options of every letter as it goes back (edit then
+// redrive): the fields the patch sets replace the activity's own, validated
+// like a schedule's. The edit is in each ActivityRedriven event and the
+// audit log.
+func WithEdit(p *durablev1.OptionsPatch) RedriveOption {
+	return func(o *redriveOptions) { o.edit = p }
 }
 
 func redriveOpts(opts []RedriveOption) redriveOptions {
@@ -109,46 +189,18 @@ func redriveOpts(opts []RedriveOption) redriveOptions {
 	return o
 }
 
-// Redrive puts a dead-lettered activity back in its queue as attempt 1 and
-// returns its new state; the daemon records it in its audit log under this
-// client's principal. Redriving something that is not dead-lettered fails
-// with NotFound or FailedPrecondition (see google.golang.org/grpc/status).
+// Redrive puts a dead-lettered activity back in its queue as attempt 1
+// (with WithEdit, under changed options) and returns its new state; the
+// daemon records it in its audit log under this client's principal.
+// Redriving something that is not dead-lettered fails with NotFound or
+// FailedPrecondition (see google.golang.org/grpc/status).
 func (c *Client) Redrive(ctx context.Context, workflowID, activityID string, opts ...RedriveOption) (*durablev1.PendingActivity, error) {
 	o := redriveOpts(opts)
-	resp, err := c.svc.RedriveDeadLetter(ctx, &durablev1.RedriveDeadLetterRequest{WorkflowId: workflowID, ActivityId: activityID, Reason: o.reason})
+	resp, err := c.svc.RedriveDeadLetter(ctx, &durablev1.RedriveDeadLetterRequest{WorkflowId: workflowID, ActivityId: activityID, Reason: o.reason, Edit: o.edit})
 	if err != nil {
 		return nil, fmt.Errorf("redrive %s/%s: %w", workflowID, activityID, err)
 	}
 	return resp.GetActivity(), nil
-}
-
-// RedriveAll has the daemon redrive every dead letter that matches f (the
-// zero filter matches all) at a steady rate (WithRate), and returns when all
-// are back in their queues or ctx ends. One audit record covers the call.
-func (c *Client) RedriveAll(ctx context.Context, f DeadLetterFilter, opts ...RedriveOption) (*durablev1.RedriveDeadLettersResponse, error) {
-	o := redriveOpts(opts)
-	resp, err := c.svc.RedriveDeadLetters(ctx, &durablev1.RedriveDeadLettersRequest{
-		Filter: f.proto(), Rate: o.rate, Reason: o.reason,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("redrive dead letters: %w", err)
-	}
-	return resp, nil
-}
-
-// RedriveList is RedriveAll for exactly the letters listed, as a console
-// that showed them to an operator sends them.
-func (c *Client) RedriveList(ctx context.Context, refs []*durablev1.ActivityRef, opts ...RedriveOption) (*durablev1.RedriveDeadLettersResponse, error) {
-	o := redriveOpts(opts)
-	resp, err := c.svc.RedriveDeadLetters(ctx, &durablev1.RedriveDeadLettersRequest{Activities: refs, Rate: o.rate, Reason: o.reason})
-	if err != nil {
-		return nil, fmt.Errorf("redrive dead letters: %w", err)
-	}
-	return resp, nil
-}
-
-func (f DeadLetterFilter) proto() *durablev1.DeadLetterFilter {
-	return &durablev1.DeadLetterFilter{WorkflowId: f.WorkflowID, ActivityType: f.ActivityType, FailureType: f.FailureType}
 }
 
 // AuditQuery narrows AuditLog.

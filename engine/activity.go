@@ -176,10 +176,10 @@ func (e *Engine) CompleteActivityTask(ctx context.Context, req *durablev1.Comple
 		in := a.GetInfo()
 		e.endAttempt(tx, c, in, now, nil, AttemptCompleted)
 		e.appendEvents(tx, w, now,
-			&durablev1.HistoryEvent{Type: evActivityStarted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Attempt: in.GetAttempt(), Identity: in.GetLastWorkerIdentity(), ScheduledEventId: a.GetScheduledEventId()},
+			startedEvent(a),
 			&durablev1.HistoryEvent{Type: evActivityCompleted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Result: req.GetResult(), Identity: req.GetIdentity(), ScheduledEventId: a.GetScheduledEventId()},
 		)
-		return e.finishActivity(tx, c, w, a, now)
+		return e.finishActivity(tx, c, w, a, FinishedCompleted, now)
 	})
 	return &durablev1.Empty{}, err
 }
@@ -209,7 +209,7 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 	if err != nil {
 		return err
 	}
-	in.LastFailure = f
+	setLastFailure(in, f)
 	d := Decide(e.decisionView(in), f, now, e.jitter)
 	result := resultOf(d.Outcome)
 	if timedOut {
@@ -219,10 +219,10 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 	switch d.Outcome {
 	case OutcomeFail:
 		e.appendEvents(tx, w, now,
-			&durablev1.HistoryEvent{Type: evActivityStarted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Attempt: in.GetAttempt(), Identity: in.GetLastWorkerIdentity(), ScheduledEventId: a.GetScheduledEventId()},
+			startedEvent(a),
 			&durablev1.HistoryEvent{Type: evActivityFailed, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Failure: f, Attempt: in.GetAttempt(), ScheduledEventId: a.GetScheduledEventId()},
 		)
-		return e.finishActivity(tx, c, w, a, now)
+		return e.finishActivity(tx, c, w, a, FinishedFailed, now)
 	case OutcomeDeadLetter:
 		return e.deadLetter(tx, c, w, a, d.Failure, now)
 	}
@@ -242,11 +242,16 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 func (e *Engine) deadLetter(tx Tx, c *change, w *durablev1.WorkflowRecord, a *durablev1.ActivityRecord, f *durablev1.Failure, now time.Time) error {
 	in := a.GetInfo()
 	in.State = stateDead
-	in.LastFailure = f
+	setLastFailure(in, f)
 	in.DeadLetteredTime = ts(now)
 	in.NextAttemptTime = nil
 	in.LeaseDeadline = nil
 	w.Info.DeadLetters++
+	if id := in.GetRedrivenByOperation(); id != "" {
+		if err := e.countReDeadLetter(tx, c, id); err != nil {
+			return err
+		}
+	}
 	c.dropTimers(in.GetWorkflowId(), in.GetActivityId())
 	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
 		Type: evActivityDeadLettered, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(),
@@ -292,9 +297,13 @@ func resultOf(o Outcome) AttemptResult {
 	return AttemptRetried
 }
 
-// finishActivity removes a completed or failed activity and wakes its workflow.
-func (e *Engine) finishActivity(tx Tx, c *change, w *durablev1.WorkflowRecord, a *durablev1.ActivityRecord, now time.Time) error {
+// finishActivity removes a completed or failed activity, keeps it with its
+// attempt trail as finished with outcome, and wakes its workflow.
+func (e *Engine) finishActivity(tx Tx, c *change, w *durablev1.WorkflowRecord, a *durablev1.ActivityRecord, outcome string, now time.Time) error {
 	in := a.GetInfo()
+	if err := keepFinished(tx, a, outcome, now); err != nil {
+		return err
+	}
 	if err := tx.DeleteActivity(in.GetWorkflowId(), in.GetActivityId()); err != nil {
 		return err
 	}
@@ -368,17 +377,7 @@ func (e *Engine) newActivity(c *change, w *durablev1.WorkflowRecord, cmd *durabl
 	if opts.TaskQueue == "" {
 		opts.TaskQueue = w.GetInfo().GetTaskQueue()
 	}
-	if opts.GetStartToCloseTimeout().AsDuration() <= 0 {
-		stc := e.opts.DefaultStartToClose
-		if s := opts.GetScheduleToCloseTimeout().AsDuration(); s > 0 {
-			stc = s
-		}
-		opts.StartToCloseTimeout = durationpb.New(stc)
-	}
-	maxAttempts := opts.GetRetryPolicy().GetMaxAttempts()
-	if maxAttempts <= 0 {
-		maxAttempts = int32(e.opts.DLQAfterAttempts)
-	}
+	e.fillTimeoutDefaults(opts)
 	in := &durablev1.PendingActivity{
 		WorkflowId:      w.GetInfo().GetWorkflowId(),
 		ActivityId:      cmd.GetActivityId(),
@@ -386,7 +385,7 @@ func (e *Engine) newActivity(c *change, w *durablev1.WorkflowRecord, cmd *durabl
 		TaskQueue:       opts.GetTaskQueue(),
 		State:           stateScheduled,
 		Attempt:         1,
-		MaxAttempts:     maxAttempts,
+		MaxAttempts:     e.maxAttemptsOf(opts),
 		ScheduledTime:   ts(now),
 		NextAttemptTime: ts(now),
 		Options:         opts,
@@ -399,4 +398,27 @@ func (e *Engine) newActivity(c *change, w *durablev1.WorkflowRecord, cmd *durabl
 		Info: in, Input: cmd.GetInput(), ScheduledEventId: scheduledEventID,
 		WorkflowType: w.GetInfo().GetWorkflowType(), Seq: e.nextID(c),
 	}
+}
+
+// fillTimeoutDefaults gives options without a start-to-close timeout the
+// schedule-to-close budget as one, or else the daemon's default, so that
+// every attempt has a lease that ends.
+func (e *Engine) fillTimeoutDefaults(opts *durablev1.ActivityOptions) {
+	if opts.GetStartToCloseTimeout().AsDuration() > 0 {
+		return
+	}
+	stc := e.opts.DefaultStartToClose
+	if s := opts.GetScheduleToCloseTimeout().AsDuration(); s > 0 {
+		stc = s
+	}
+	opts.StartToCloseTimeout = durationpb.New(stc)
+}
+
+// maxAttemptsOf is the attempt whose failure dead-letters an activity with
+// these options: the policy's, or the daemon's --dlq-after-attempts.
+func (e *Engine) maxAttemptsOf(opts *durablev1.ActivityOptions) int32 {
+	if n := opts.GetRetryPolicy().GetMaxAttempts(); n > 0 {
+		return n
+	}
+	return int32(e.opts.DLQAfterAttempts)
 }

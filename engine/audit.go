@@ -68,7 +68,7 @@ func (e *Engine) logAudits(c *change) {
 		r := n.rec
 		e.opts.Logger.Info("operator action", "rpc", r.GetRpc(), "principal", r.GetPrincipal(), "role", r.GetRole(),
 			"reason", r.GetReason(), "filter", filterText(r.GetFilter()), "matched", r.GetMatched(),
-			"count", r.GetCount(), "done", r.GetDone(), "audit_id", r.GetId())
+			"count", r.GetCount(), "done", r.GetDone(), "audit_id", r.GetId(), "operation_id", r.GetOperationId())
 	}
 }
 
@@ -78,7 +78,17 @@ func filterText(f *durablev1.DeadLetterFilter) string {
 		return ""
 	}
 	s := ""
-	for _, kv := range [][2]string{{"workflow_id", f.GetWorkflowId()}, {"activity_type", f.GetActivityType()}, {"failure_type", f.GetFailureType()}} {
+	var after, before string
+	if t := f.GetDeadLetteredAfter(); t != nil {
+		after = t.AsTime().UTC().Format(time.RFC3339Nano)
+	}
+	if t := f.GetDeadLetteredBefore(); t != nil {
+		before = t.AsTime().UTC().Format(time.RFC3339Nano)
+	}
+	for _, kv := range [][2]string{
+		{"workflow_id", f.GetWorkflowId()}, {"activity_type", f.GetActivityType()}, {"failure_type", f.GetFailureType()},
+		{"failure_fingerprint", f.GetFailureFingerprint()}, {"dead_lettered_after", after}, {"dead_lettered_before", before},
+	} {
 		if kv[1] == "" {
 			continue
 		}

@@ -11,7 +11,12 @@
 //     pending activities when one changes.
 //   - activity.go: polls, completions, failures and heartbeats of activities;
 //     failAttempt is the one retry path, for reported failures and expired
-//     leases alike. redrive.go: a dead letter back to attempt 1.
+//     leases alike. redrive.go: a dead letter back to attempt 1, with an
+//     edit of its options if one is given.
+//   - operation.go: the rules of redrive operations (pacing, progress,
+//     cancel); operation_run.go: their start, describe, list and cancel;
+//     releaser.go: the goroutine that releases their letters, and resume
+//     after a restart.
 //   - workflow.go: workflow starts, workflow tasks and their commands.
 //   - timers.go: what happens when a lease, a budget or a workflow timer runs
 //     out.
@@ -21,6 +26,10 @@
 //     parked on them.
 //   - query.go, watch.go, latency.go: describe, lists, the Watch stream and the
 //     attempt latency histograms, kept by the hour for stats windows.
+//     activities_query.go: pending activities across workflows, read from
+//     the store's state index.
+//   - finished.go: what is kept of an activity that ended (its attempt
+//     trail) and the janitor that deletes it after the attempt retention.
 //   - store.go: the Store interface and the index entries a record implies.
 //
 // Tests run the engine on a FakeClock over an in-memory store; nothing in a

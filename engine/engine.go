@@ -47,6 +47,16 @@ type Engine struct {
 	counts      map[stateKey]int           // activities per queue and state, see gauge.go
 	janitorDone chan struct{}
 	statsDone   chan struct{}
+	// trailJanitorDone closes when the janitor of finished activities stops.
+	trailJanitorDone chan struct{}
+
+	// Operations (operation_run.go): opSeq is the number of the last one
+	// started, owned by the batcher; the rest is guarded by mu.
+	opSeq    int64
+	ops      map[int64]*opRun // running operations
+	opsPurge []int64          // operations whose work list is to be deleted
+	opsWake  chan struct{}
+	opsDone  chan struct{}
 
 	// overrides is the policy override table in force (override.go),
 	// replaced whole after each committed change and read without a lock.
@@ -55,7 +65,8 @@ type Engine struct {
 
 // New returns an engine over store. It reads the id counter and the earliest
 // timer from the store and starts the timer loop; leases that expired while the
-// daemon was down are failed as timeouts when the loop first runs.
+// daemon was down are failed as timeouts when the loop first runs. Redrive
+// operations that were running go on from where they stopped, paced from now.
 func New(store Store, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
 	seed := opts.Seed
@@ -79,6 +90,11 @@ func New(store Store, opts Options) (*Engine, error) {
 		counts:      map[stateKey]int{},
 		janitorDone: make(chan struct{}),
 		statsDone:   make(chan struct{}),
+		ops:         map[int64]*opRun{},
+		opsWake:     make(chan struct{}, 1),
+		opsDone:     make(chan struct{}),
+
+		trailJanitorDone: make(chan struct{}),
 	}
 	err := store.View(func(tx Tx) error {
 		n, err := tx.Counter()
@@ -91,7 +107,10 @@ func New(store Store, opts Options) (*Engine, error) {
 		if err := e.loadOverrides(tx); err != nil {
 			return err
 		}
-		return e.rebuildIndex(tx)
+		if err := e.rebuildIndex(tx); err != nil {
+			return err
+		}
+		return e.loadOperations(tx)
 	})
 	if err != nil {
 		return nil, err
@@ -100,6 +119,8 @@ func New(store Store, opts Options) (*Engine, error) {
 	go e.timerLoop()
 	go e.auditJanitor()
 	go e.statsJanitor()
+	go e.trailJanitor()
+	go e.releaser()
 	return e, nil
 }
 
@@ -120,6 +141,8 @@ func (e *Engine) Close() error {
 	<-e.loopDone
 	<-e.janitorDone
 	<-e.statsDone
+	<-e.trailJanitorDone
+	<-e.opsDone
 	<-e.batcherDone
 	return nil
 }
@@ -139,6 +162,7 @@ type change struct {
 	moves      []stateMove   // activities between counts, see gauge.go
 	observed   []observation // for the Observer, see observe.go
 	audits     []auditNote   // operator actions, see audit.go
+	operations []*durablev1.Operation
 	// overrides set or (Cleared) cleared, see override.go
 	overrides []*durablev1.PolicyOverride
 }

@@ -17,6 +17,7 @@ type harness struct {
 	t     *testing.T
 	e     *engine.Engine
 	clock *engine.FakeClock
+	store engine.Store
 }
 
 // setup returns an engine on in-memory Badger and a fake clock at t0, with
@@ -40,7 +41,7 @@ func setup(t *testing.T, opts engine.Options) *harness {
 		e.Close()
 		st.Close()
 	})
-	return &harness{t: t, e: e, clock: clock}
+	return &harness{t: t, e: e, clock: clock, store: st}
 }
 
 // now is a context that is already done: polls look once and never wait.

@@ -19,6 +19,9 @@ var (
 	ErrNotDeadLettered = errors.New("activity is not dead-lettered")
 	// ErrWorkflowClosed: the workflow has completed or failed.
 	ErrWorkflowClosed = errors.New("workflow is closed")
+	// ErrOperationFinished: the operation has completed or was cancelled;
+	// it cannot be cancelled (again).
+	ErrOperationFinished = errors.New("operation is finished")
 	// ErrClosed: the engine is shutting down.
 	ErrClosed = errors.New("engine is closed")
 )

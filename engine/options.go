@@ -38,6 +38,9 @@ type Options struct {
 	// the longest window stats can be asked for; older hours still count in
 	// the all-time figures. Default 30 days.
 	StatsRetention time.Duration
+	// AttemptRetention is how long a finished activity is kept with its
+	// attempt trail; default 7 days.
+	AttemptRetention time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -70,6 +73,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StatsRetention <= 0 {
 		o.StatsRetention = DefaultStatsRetention
+	}
+	if o.AttemptRetention <= 0 {
+		o.AttemptRetention = DefaultAttemptRetention
 	}
 	return o
 }

@@ -282,14 +282,18 @@ func TestOverrideAuditAndWatch(t *testing.T) {
 			return nil
 		}
 	}
-	snap := next()
-	if len(snap.GetPolicyOverrides()) != 1 || snap.GetPolicyOverrides()[0].GetAuditId() != first.GetAuditId() {
-		t.Fatalf("snapshot overrides = %v, want the one set", snap.GetPolicyOverrides())
+	var overrides []*durablev1.PolicyOverride
+	var acts []*durablev1.PendingActivity
+	for ev := next(); ev.GetKind() != durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE; ev = next() {
+		overrides = append(overrides, ev.GetPolicyOverrides()...)
+		acts = append(acts, ev.GetActivities()...)
 	}
-	if a := snap.GetActivities()[0]; a.GetMaxAttempts() != 6 || a.GetOptionsInForce() == nil {
-		t.Errorf("snapshot activity: max %d, in force %v; want 6 and the options", a.GetMaxAttempts(), a.GetOptionsInForce())
+	if len(overrides) != 1 || overrides[0].GetAuditId() != first.GetAuditId() {
+		t.Fatalf("snapshot overrides = %v, want the one set", overrides)
 	}
-	next() // SNAPSHOT_DONE
+	if len(acts) != 1 || acts[0].GetMaxAttempts() != 6 || acts[0].GetOptionsInForce() == nil {
+		t.Errorf("snapshot activities = %v; want one, with max 6 and the options in force", acts)
+	}
 
 	h.clearOverride("")
 	var sawOverride, sawView bool

@@ -36,7 +36,8 @@ func (e *Engine) view(fn func(tx Tx) error) error {
 	return e.store.View(fn)
 }
 
-// DescribeWorkflow returns a workflow and its pending activities. With
+// DescribeWorkflow returns a workflow, its pending activities and the
+// activities that finished within the attempt retention. With
 // wait_for_close it first waits for the workflow to close, up to the poll
 // timeout or ctx's end, whichever is first.
 func (e *Engine) DescribeWorkflow(ctx context.Context, req *durablev1.DescribeWorkflowRequest) (*durablev1.DescribeWorkflowResponse, error) {
@@ -60,7 +61,9 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, req *durablev1.DescribeWo
 			e.showInForce(a.GetInfo())
 			resp.PendingActivities = append(resp.PendingActivities, a.GetInfo())
 		}
-		return nil
+		finished, err := tx.FinishedActivities(req.GetWorkflowId())
+		resp.FinishedActivities = describedFinished(finished, e.now().Add(-e.opts.AttemptRetention))
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -166,25 +169,33 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *durablev1.ListWorkflows
 }
 
 // ListDeadLetters pages through dead letters, oldest first, that match every
-// filter given.
+// filter given. The dead-lettered time bounds are a range of the index the
+// store seeks to; the other filters are checked on the letters read. A page
+// reads at most maxScanned letters, so it may end with fewer than page_size
+// (even none) and a token to go on from.
 func (e *Engine) ListDeadLetters(ctx context.Context, req *durablev1.ListDeadLettersRequest) (*durablev1.ListDeadLettersResponse, error) {
 	size := pageSize(req.GetPageSize())
-	filter := &durablev1.DeadLetterFilter{WorkflowId: req.GetWorkflowId(), ActivityType: req.GetActivityType(), FailureType: req.GetFailureType()}
+	filter := &durablev1.DeadLetterFilter{
+		WorkflowId: req.GetWorkflowId(), ActivityType: req.GetActivityType(), FailureType: req.GetFailureType(),
+		FailureFingerprint: req.GetFailureFingerprint(),
+		DeadLetteredAfter:  req.GetDeadLetteredAfter(), DeadLetteredBefore: req.GetDeadLetteredBefore(),
+	}
 	resp := &durablev1.ListDeadLettersResponse{}
 	err := e.view(func(tx Tx) error {
-		last, err := tx.DeadLetters(req.GetNextPageToken(), func(a *durablev1.ActivityRecord) bool {
-			in := a.GetInfo()
-			if !matchesDeadLetter(in, filter) {
-				return true
+		scanned, full := 0, false
+		last, err := tx.DeadLettersIn(deadLetteredRange(filter), req.GetNextPageToken(), func(a *durablev1.ActivityRecord) bool {
+			scanned++
+			if in := a.GetInfo(); matchesDeadLetter(in, filter) {
+				e.showInForce(in)
+				resp.DeadLetters = append(resp.DeadLetters, in)
 			}
-			e.showInForce(in)
-			resp.DeadLetters = append(resp.DeadLetters, in)
-			return len(resp.DeadLetters) < size
+			full = len(resp.DeadLetters) == size || scanned == maxScanned
+			return !full
 		})
 		if err != nil {
 			return err
 		}
-		if len(resp.DeadLetters) == size {
+		if full {
 			resp.NextPageToken = last
 		}
 		return nil

@@ -2,35 +2,32 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/proto"
 )
 
-// DefaultRedriveRate is how many letters per second a bulk redrive releases
-// when the request does not say.
-const DefaultRedriveRate = 50
-
-// maxListedRedrives bounds the letters a bulk redrive's reply names.
-const maxListedRedrives = 10000
-
 // RedriveDeadLetter puts a dead letter back in its queue as attempt 1, due
 // now, with a fresh schedule-to-close budget. Its heartbeat details stay, so a
-// resumable activity continues from its last checkpoint. The audit record of
-// the redrive is written in the same transaction.
+// resumable activity continues from its last checkpoint. With an edit, the
+// activity's options change as it goes back (edit then redrive). The audit
+// record of the redrive is written in the same transaction.
 func (e *Engine) RedriveDeadLetter(ctx context.Context, by Actor, req *durablev1.RedriveDeadLetterRequest) (*durablev1.RedriveDeadLetterResponse, error) {
 	resp := &durablev1.RedriveDeadLetterResponse{}
 	err := e.commit(func(tx Tx, c *change) error {
 		now := e.now()
-		in, err := e.redrive(tx, c, req.GetWorkflowId(), req.GetActivityId(), by, req.GetReason(), now)
+		in, err := e.redrive(tx, c, redriveParams{
+			workflowID: req.GetWorkflowId(), activityID: req.GetActivityId(),
+			by: by, reason: req.GetReason(), edit: req.GetEdit(), now: now,
+		})
 		if err != nil {
 			return err
 		}
 		rec := e.newAudit(c, by, "RedriveDeadLetter", req.GetReason(), now)
 		rec.Matched, rec.Count, rec.Done = 1, 1, true
-		rec.Activities = []*durablev1.ActivityRef{{WorkflowId: in.GetWorkflowId(), ActivityId: in.GetActivityId()}}
+		rec.Activities = []*durablev1.ActivityRef{refOf(in)}
+		rec.Edit = cloneEdit(req.GetEdit())
 		if err := e.writeAudit(tx, c, rec, true); err != nil {
 			return err
 		}
@@ -45,10 +42,25 @@ func (e *Engine) RedriveDeadLetter(ctx context.Context, by Actor, req *durablev1
 	return resp, nil
 }
 
+// redriveParams is one dead letter's way back and who sent it.
+type redriveParams struct {
+	workflowID, activityID string
+	by                     Actor
+	reason                 string
+	// edit, if set, changes the activity's options as it goes back.
+	edit *durablev1.OptionsPatch
+	// operationID is the redrive operation releasing it; empty for a single
+	// redrive.
+	operationID string
+	now         time.Time
+}
+
 // redrive is one dead letter's way back to attempt 1, with an
-// ActivityRedriven event that names who asked and why.
-func (e *Engine) redrive(tx Tx, c *change, workflowID, activityID string, by Actor, reason string, now time.Time) (*durablev1.PendingActivity, error) {
-	a, err := tx.GetActivity(workflowID, activityID)
+// ActivityRedriven event that names who asked, why, what changed and the
+// operation, if any. It returns ErrNotFound or ErrNotDeadLettered before it
+// writes anything, so a caller may count those as skipped and go on.
+func (e *Engine) redrive(tx Tx, c *change, p redriveParams) (*durablev1.PendingActivity, error) {
+	a, err := tx.GetActivity(p.workflowID, p.activityID)
 	if err != nil {
 		return nil, err
 	}
@@ -60,12 +72,22 @@ func (e *Engine) redrive(tx Tx, c *change, workflowID, activityID string, by Act
 	if err != nil {
 		return nil, err
 	}
+	now := p.now
+	if p.edit != nil {
+		// The patch goes onto the options the workflow scheduled, and what
+		// follows from them is derived again, as when it was scheduled.
+		opts, _ := ApplyPatch(in.GetOptions(), p.edit)
+		e.fillTimeoutDefaults(opts)
+		in.Options = opts
+		in.MaxAttempts = e.maxAttemptsOf(opts)
+	}
 	in.State = stateScheduled
 	in.Attempt = 1
 	in.ScheduledTime = ts(now)
 	in.NextAttemptTime = ts(now)
 	in.DeadLetteredTime = nil
 	in.Redrives++
+	in.RedrivenByOperation = p.operationID
 	in.ExpirationTime = nil
 	if stc := in.GetOptions().GetScheduleToCloseTimeout().AsDuration(); stc > 0 {
 		in.ExpirationTime = ts(now.Add(stc))
@@ -74,7 +96,8 @@ func (e *Engine) redrive(tx Tx, c *change, workflowID, activityID string, by Act
 	w.Info.DeadLetters--
 	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
 		Type: evActivityRedriven, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(),
-		ScheduledEventId: a.GetScheduledEventId(), Principal: by.Principal, Reason: reason,
+		ScheduledEventId: a.GetScheduledEventId(), Principal: p.by.Principal, Reason: p.reason,
+		Edit: cloneEdit(p.edit), OperationId: p.operationID,
 	})
 	if err := tx.PutActivity(a); err != nil {
 		return nil, err
@@ -89,126 +112,15 @@ func (e *Engine) redrive(tx Tx, c *change, workflowID, activityID string, by Act
 	return in, nil
 }
 
-// RedriveDeadLetters redrives the letters a filter matches when the call
-// starts (or exactly the ones listed), letter i due i/rate seconds after the
-// first, so that an outage's thousand letters reach the workers as a steady
-// stream rather than a herd. Each letter goes back in a transaction of its
-// own that also advances the call's audit record, written first with who,
-// why and what was selected: whatever happens to the call, the record says
-// how far it got. Letters no longer dead-lettered when their turn comes are
-// skipped. It returns when every letter is released, or with what was
-// released so far when ctx ends or the engine closes.
-func (e *Engine) RedriveDeadLetters(ctx context.Context, by Actor, req *durablev1.RedriveDeadLettersRequest) (*durablev1.RedriveDeadLettersResponse, error) {
-	refs, err := e.selectDeadLetters(req)
-	if err != nil {
-		return nil, err
+func cloneEdit(p *durablev1.OptionsPatch) *durablev1.OptionsPatch {
+	if p == nil {
+		return nil
 	}
-	rate := req.GetRate()
-	if rate <= 0 {
-		rate = DefaultRedriveRate
-	}
-	resp := &durablev1.RedriveDeadLettersResponse{Matched: int64(len(refs))}
-	var rec *durablev1.AuditRecord
-	err = e.commit(func(tx Tx, c *change) error {
-		rec = e.newAudit(c, by, "RedriveDeadLetters", req.GetReason(), e.now())
-		if len(req.GetActivities()) == 0 {
-			rec.Filter = proto.Clone(orEmpty(req.GetFilter())).(*durablev1.DeadLetterFilter)
-		}
-		rec.Matched = int64(len(refs))
-		rec.Done = len(refs) == 0
-		return e.writeAudit(tx, c, cloneAudit(rec), true)
-	})
-	if err != nil {
-		return nil, err
-	}
-	resp.AuditId = rec.GetId()
-
-	start := e.now()
-	due := func(i int) time.Time { return start.Add(time.Duration(float64(i) / rate * float64(time.Second))) }
-	for i, ref := range refs {
-		if wait := due(i).Sub(e.now()); wait > 0 {
-			select {
-			case <-e.clock.After(wait):
-			case <-ctx.Done():
-				return resp, ctx.Err()
-			case <-e.closeCh:
-				return resp, ErrClosed
-			}
-		}
-		last := i == len(refs)-1
-		next := cloneAudit(rec)
-		next.Count++
-		if len(next.Activities) < auditListedActivities {
-			next.Activities = append(next.Activities, ref)
-		}
-		next.Done = last
-		// Only the last letter due now waits for the disk: the store syncs
-		// in commit order, so its sync covers the ones before it.
-		durable := last || due(i+1).After(e.now())
-		var skipped bool
-		var activityType string
-		err := e.submit(func(tx Tx, c *change) error {
-			now := e.now()
-			in, err := e.redrive(tx, c, ref.GetWorkflowId(), ref.GetActivityId(), by, req.GetReason(), now)
-			activityType = in.GetActivityType()
-			skipped = errors.Is(err, ErrNotDeadLettered) || errors.Is(err, ErrNotFound)
-			switch {
-			case skipped && !last:
-				return nil
-			case skipped:
-				// Nothing to redrive, but the record must say it is done.
-				fin := cloneAudit(rec)
-				fin.Done = true
-				return e.writeAudit(tx, c, fin, true)
-			case err != nil:
-				return err
-			}
-			return e.writeAudit(tx, c, cloneAudit(next), last)
-		}, durable)
-		if err != nil {
-			return resp, err
-		}
-		if skipped {
-			resp.Skipped++
-			continue
-		}
-		rec = next
-		resp.Count++
-		if len(resp.Redriven) < maxListedRedrives {
-			resp.Redriven = append(resp.Redriven, &durablev1.ActivityRef{WorkflowId: ref.GetWorkflowId(), ActivityId: ref.GetActivityId(), ActivityType: activityType})
-		}
-	}
-	return resp, nil
+	return proto.Clone(p).(*durablev1.OptionsPatch)
 }
 
-// selectDeadLetters returns the letters a bulk redrive works through: the
-// listed ones (each once, in the order given), or those matching the filter,
-// oldest first.
-func (e *Engine) selectDeadLetters(req *durablev1.RedriveDeadLettersRequest) ([]*durablev1.ActivityRef, error) {
-	if list := req.GetActivities(); len(list) > 0 {
-		seen := make(map[[2]string]bool, len(list))
-		var refs []*durablev1.ActivityRef
-		for _, r := range list {
-			k := [2]string{r.GetWorkflowId(), r.GetActivityId()}
-			if !seen[k] {
-				seen[k] = true
-				refs = append(refs, &durablev1.ActivityRef{WorkflowId: r.GetWorkflowId(), ActivityId: r.GetActivityId()})
-			}
-		}
-		return refs, nil
-	}
-	var refs []*durablev1.ActivityRef
-	f := req.GetFilter()
-	err := e.view(func(tx Tx) error {
-		_, err := tx.DeadLetters(nil, func(a *durablev1.ActivityRecord) bool {
-			if in := a.GetInfo(); matchesDeadLetter(in, f) {
-				refs = append(refs, &durablev1.ActivityRef{WorkflowId: in.GetWorkflowId(), ActivityId: in.GetActivityId()})
-			}
-			return true
-		})
-		return err
-	})
-	return refs, err
+func refOf(in *durablev1.PendingActivity) *durablev1.ActivityRef {
+	return &durablev1.ActivityRef{WorkflowId: in.GetWorkflowId(), ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType()}
 }
 
 // matchesDeadLetter reports whether a letter matches every field of f that
@@ -220,6 +132,10 @@ func matchesDeadLetter(in *durablev1.PendingActivity, f *durablev1.DeadLetterFil
 	case f.GetActivityType() != "" && in.GetActivityType() != f.GetActivityType():
 		return false
 	case f.GetFailureType() != "" && in.GetLastFailure().GetType() != f.GetFailureType():
+		return false
+	case f.GetFailureFingerprint() != "" && fingerprintOf(in) != f.GetFailureFingerprint():
+		return false
+	case !deadLetteredRange(f).Contains(in.GetDeadLetteredTime().AsTime()):
 		return false
 	}
 	return true

@@ -69,6 +69,27 @@ type Tx interface {
 	// starting after the given cursor (nil: from the start), until fn returns
 	// false. It returns the cursor of the last record passed to fn.
 	DeadLetters(after []byte, fn func(*durablev1.ActivityRecord) bool) (last []byte, err error)
+	// DeadLettersIn is DeadLetters for the letters dead-lettered within r:
+	// it seeks to the start of r rather than reading the letters before it,
+	// and stops at its end.
+	DeadLettersIn(r TimeRange, after []byte, fn func(*durablev1.ActivityRecord) bool) (last []byte, err error)
+	// ActivitiesByState calls fn for the activities in the state index
+	// within r, grouped by state (in the enum's order) and within a state by
+	// activity type, then in workflow and activity id order, starting after the cursor (nil: from the start), until fn returns
+	// false. It returns the cursor of the last record passed to fn. A cursor
+	// that is not one of this index, or lies outside r, is an *InvalidError.
+	ActivitiesByState(r StateRange, after []byte, fn func(*durablev1.ActivityRecord) bool) (last []byte, err error)
+
+	// PutFinishedActivity keeps an activity that has ended, with its attempt
+	// trail, under its workflow and activity ids and in the retention index
+	// under its finished time; writing it again replaces it.
+	PutFinishedActivity(f *durablev1.FinishedActivity) error
+	// FinishedActivities returns the finished activities of one workflow in
+	// activity id order.
+	FinishedActivities(workflowID string) ([]*durablev1.FinishedActivity, error)
+	// DeleteFinishedBefore deletes up to limit finished activities that
+	// finished before t, oldest first, and returns how many it deleted.
+	DeleteFinishedBefore(t time.Time, limit int) (int, error)
 
 	// GetLatency, PutLatency and ListLatency keep each activity type's
 	// all-time latency record (see LatencyRecord).
@@ -110,6 +131,31 @@ type Tx interface {
 	// DeleteAuditBefore deletes up to limit audit records older than t,
 	// oldest first, and returns how many it deleted.
 	DeleteAuditBefore(t time.Time, limit int) (int, error)
+
+	// GetAudit returns the audit record written under its time and id.
+	GetAudit(t time.Time, id int64) (*durablev1.AuditRecord, error)
+
+	// GetOperation returns the operation record numbered seq.
+	GetOperation(seq int64) (*durablev1.OperationRecord, error)
+	// PutOperation writes an operation record under its seq, replacing the
+	// one there.
+	PutOperation(r *durablev1.OperationRecord) error
+	// DeleteOperation removes an operation record; its work list stays
+	// until DeleteOperationItems removes it.
+	DeleteOperation(seq int64) error
+	// Operations calls fn for operation records, newest (highest seq)
+	// first, starting after the given cursor (nil: the newest), until fn
+	// returns false. It returns the cursor of the last record passed to fn.
+	Operations(after []byte, fn func(*durablev1.OperationRecord) bool) (last []byte, err error)
+	// PutOperationItems writes work items of operation seq, refs[i] at
+	// index from+i.
+	PutOperationItems(seq, from int64, refs []*durablev1.ActivityRef) error
+	// OperationItems returns up to limit work items of operation seq, in
+	// index order from index from; fewer at the end of the list.
+	OperationItems(seq, from int64, limit int) ([]*durablev1.ActivityRef, error)
+	// DeleteOperationItems deletes up to limit work items of operation seq,
+	// lowest index first, and returns how many it deleted.
+	DeleteOperationItems(seq int64, limit int) (int, error)
 
 	// Counter and SetCounter keep the engine's id sequence (queue sequence
 	// numbers and audit ids), which must grow across restarts.
@@ -219,6 +265,25 @@ func WorkflowTimersOf(w *durablev1.WorkflowRecord) []Timer {
 // UserTimerOf returns the timer index entry of a workflow timer.
 func UserTimerOf(t *durablev1.TimerRecord) Timer {
 	return Timer{Due: t.GetFireTime().AsTime(), Kind: UserTimer, WorkflowID: t.GetWorkflowId(), ID: t.GetTimerId()}
+}
+
+// TimeRange is the instants from From up to, not including, Before; a zero
+// bound leaves that side open.
+type TimeRange struct {
+	From, Before time.Time
+}
+
+// Contains reports whether t lies in r.
+func (r TimeRange) Contains(t time.Time) bool {
+	return (r.From.IsZero() || !t.Before(r.From)) && (r.Before.IsZero() || t.Before(r.Before))
+}
+
+// StateRange selects part of the state index: the activities of one state
+// (unspecified: every state, in the enum's order) and, when ActivityType is
+// set, of one type within it.
+type StateRange struct {
+	State        durablev1.ActivityState
+	ActivityType string
 }
 
 // IsDeadLetter reports whether an activity record belongs in the dead-letter

@@ -62,6 +62,12 @@ func (c *change) workflow(w *durablev1.WorkflowRecord) {
 	c.workflows = append(c.workflows, w.GetInfo())
 }
 
+// operation notes an operation whose progress or state changed; the caller
+// must not change op afterwards.
+func (c *change) operation(op *durablev1.Operation) {
+	c.operations = append(c.operations, op)
+}
+
 // publishLocked sends what a transaction changed to every watcher. An item
 // changed twice in one transaction is sent once, in its last state.
 func (e *Engine) publishLocked(c *change) {
@@ -102,7 +108,16 @@ func (e *Engine) publishLocked(c *change) {
 	for _, o := range c.overrides {
 		up.PolicyOverrides = append(up.PolicyOverrides, proto.CloneOf(o))
 	}
-	if len(up.Activities) > 0 || len(up.Workflows) > 0 || len(up.AuditRecords) > 0 || len(up.PolicyOverrides) > 0 {
+	seenOp := map[string]bool{}
+	for i := len(c.operations) - 1; i >= 0; i-- {
+		op := c.operations[i]
+		if seenOp[op.GetId()] {
+			continue
+		}
+		seenOp[op.GetId()] = true
+		up.Operations = append(up.Operations, proto.Clone(op).(*durablev1.Operation))
+	}
+	if len(up.Activities) > 0 || len(up.Workflows) > 0 || len(up.AuditRecords) > 0 || len(up.Operations) > 0 || len(up.PolicyOverrides) > 0 {
 		events = append(events, up)
 	}
 	e.sendLocked(events)
@@ -140,15 +155,16 @@ func (e *Engine) sendViewsLocked(views []*durablev1.PendingActivity) {
 }
 
 // Watch sends a snapshot of every pending activity (dead letters included,
-// with the policy in force), every policy override, and every running
-// workflow plus the most recently closed ones (at most watchClosedMax,
-// closed within watchClosedWindow), then each change, until
-// ctx ends, send fails, the engine closes or the reader falls behind
-// (ErrWatchLagged).
+// with the policy in force), every policy override, every running workflow
+// plus the most recently closed ones (at most watchClosedMax, closed within
+// watchClosedWindow) and every running operation plus the recently finished
+// ones, then each change, until ctx ends, send fails, the engine closes or
+// the reader falls behind (ErrWatchLagged).
 func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send func(*durablev1.WatchEvent) error) error {
 	w := &watcher{ch: make(chan *durablev1.WatchEvent, watchBuffer), done: make(chan struct{})}
 	var acts []*durablev1.PendingActivity
 	var wfs []*durablev1.WorkflowInfo
+	var ops []*durablev1.Operation
 	since := e.now().Add(-watchClosedWindow)
 	e.mu.Lock()
 	if e.closed {
@@ -173,6 +189,10 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 			}
 		})
 		wfs = append(wfs, recentlyClosed(closed)...)
+		if err != nil {
+			return err
+		}
+		ops, err = e.watchedOperationsLocked(tx, since)
 		return err
 	})
 	overrides := e.overrideTable().sorted()
@@ -190,13 +210,18 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 		e.mu.Unlock()
 	}()
 
-	for len(acts) > 0 || len(wfs) > 0 || len(overrides) > 0 {
-		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now}
-		// Every override goes in the first event; there are few.
+	if len(ops) > 0 || len(overrides) > 0 {
+		// Few and small: the first snapshot event carries them all.
+		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now, Operations: ops}
 		for _, o := range overrides {
 			ev.PolicyOverrides = append(ev.PolicyOverrides, proto.CloneOf(o))
 		}
-		overrides = nil
+		if err := send(ev); err != nil {
+			return err
+		}
+	}
+	for len(acts) > 0 || len(wfs) > 0 {
+		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now}
 		n := min(len(acts), snapshotChunk)
 		ev.Activities, acts = acts[:n], acts[n:]
 		m := min(len(wfs), snapshotChunk-n)
@@ -220,4 +245,45 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 			return ctx.Err()
 		}
 	}
+}
+
+// watchOperationsScanned bounds the operation records a snapshot reads
+// beyond the running ones, newest first.
+const watchOperationsScanned = 1000
+
+// watchedOperationsLocked returns the operations a snapshot shows: every
+// running one, and those among the newest watchOperationsScanned that
+// finished after since, newest first.
+func (e *Engine) watchedOperationsLocked(tx Tx, since time.Time) ([]*durablev1.Operation, error) {
+	var ops []*durablev1.Operation
+	running := map[int64]bool{}
+	scanned := 0
+	_, err := tx.Operations(nil, func(r *durablev1.OperationRecord) bool {
+		scanned++
+		switch op := r.GetOperation(); {
+		case op.GetState() == opRunning:
+			running[r.GetSeq()] = true
+			ops = append(ops, op)
+		case op.GetState() != opPreparing && op.GetFinishedTime().AsTime().After(since):
+			ops = append(ops, op)
+		}
+		return scanned < watchOperationsScanned
+	})
+	if err != nil {
+		return nil, err
+	}
+	for seq := range e.ops {
+		if running[seq] {
+			continue
+		}
+		r, err := tx.GetOperation(seq)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, r.GetOperation())
+	}
+	return ops, nil
 }

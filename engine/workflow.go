@@ -71,12 +71,14 @@ func (e *Engine) StartWorkflow(ctx context.Context, req *durablev1.StartWorkflow
 	return &durablev1.StartWorkflowResponse{WorkflowId: req.GetWorkflowId()}, nil
 }
 
-// appendEvents numbers events, stamps them with now and stores them. The
-// caller writes w.
+// appendEvents numbers events, stamps those without a time with now and
+// stores them. The caller writes w.
 func (e *Engine) appendEvents(tx Tx, w *durablev1.WorkflowRecord, now time.Time, events ...*durablev1.HistoryEvent) {
 	for _, ev := range events {
 		ev.EventId = w.NextEventId
-		ev.Time = ts(now)
+		if ev.Time == nil {
+			ev.Time = ts(now)
+		}
 		w.NextEventId++
 	}
 	w.Info.HistoryLength = w.NextEventId - 1
@@ -283,7 +285,8 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 }
 
 // closeWorkflow ends a workflow and drops what it left pending: activities
-// (dead letters included) and timers. The caller writes w.
+// (dead letters included), which are kept as finished with their attempt
+// trail, and timers. The caller writes w.
 func (e *Engine) closeWorkflow(tx Tx, c *change, w *durablev1.WorkflowRecord, status durablev1.WorkflowStatus, now time.Time) error {
 	id := w.GetInfo().GetWorkflowId()
 	w.Info.Status = status
@@ -293,6 +296,9 @@ func (e *Engine) closeWorkflow(tx Tx, c *change, w *durablev1.WorkflowRecord, st
 		return err
 	}
 	for _, a := range acts {
+		if err := keepFinished(tx, a, FinishedWorkflowClosed, now); err != nil {
+			return err
+		}
 		if err := tx.DeleteActivity(id, a.GetInfo().GetActivityId()); err != nil {
 			return err
 		}

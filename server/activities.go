@@ -93,6 +93,16 @@ func (s *Server) ListDeadLetters(ctx context.Context, req *durablev1.ListDeadLet
 	return reply(s, ctx, "ListDeadLetters", resp, err)
 }
 
+// ListActivities pages through pending activities across workflows by state
+// and the other filters.
+func (s *Server) ListActivities(ctx context.Context, req *durablev1.ListActivitiesRequest) (*durablev1.ListActivitiesResponse, error) {
+	if err := s.check().listActivities(req); err != nil {
+		return nil, s.toStatus(ctx, "ListActivities", err)
+	}
+	resp, err := s.engine.ListActivities(ctx, req)
+	return reply(s, ctx, "ListActivities", resp, err)
+}
+
 // RedriveDeadLetter puts a dead letter back in its queue as attempt 1, in
 // the audit log under the calling principal. An unknown activity is NotFound
 // and one that is not dead-lettered is FailedPrecondition; neither is ever
@@ -110,9 +120,10 @@ func (s *Server) RedriveDeadLetter(ctx context.Context, req *durablev1.RedriveDe
 	return reply(s, ctx, method, resp, err)
 }
 
-// RedriveDeadLetters puts back every dead letter a filter matches (or the
-// ones listed) at the requested rate, in the audit log under the calling
-// principal.
+// RedriveDeadLetters starts a redrive operation that puts back every dead
+// letter a filter matches (or the ones listed) at the requested rate, and
+// answers at once with it; in the audit log under the calling principal.
+// With dry_run it only says what would match.
 func (s *Server) RedriveDeadLetters(ctx context.Context, req *durablev1.RedriveDeadLettersRequest) (*durablev1.RedriveDeadLettersResponse, error) {
 	const method = "RedriveDeadLetters"
 	if err := s.check().redriveDeadLetters(req); err != nil {

@@ -56,7 +56,8 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, engine.ErrStaleTask),
 		errors.Is(err, engine.ErrNotDeadLettered),
-		errors.Is(err, engine.ErrWorkflowClosed):
+		errors.Is(err, engine.ErrWorkflowClosed),
+		errors.Is(err, engine.ErrOperationFinished):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, engine.ErrClosed):
 		return status.Error(codes.Unavailable, err.Error())

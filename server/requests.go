@@ -46,6 +46,33 @@ func (v validator) listDeadLetters(r *durablev1.ListDeadLettersRequest) error {
 		func() error { return v.text("workflow_id", r.GetWorkflowId()) },
 		func() error { return v.text("activity_type", r.GetActivityType()) },
 		func() error { return v.text("failure_type", r.GetFailureType()) },
+		func() error { return v.fingerprint("failure_fingerprint", r.GetFailureFingerprint()) },
+		func() error {
+			return v.timeRange("dead_lettered_after", r.GetDeadLetteredAfter(), "dead_lettered_before", r.GetDeadLetteredBefore())
+		},
+		func() error { return v.pageSize("page_size", r.GetPageSize()) },
+		func() error { return v.pageToken("next_page_token", r.GetNextPageToken()) },
+	)
+}
+
+func (v validator) listActivities(r *durablev1.ListActivitiesRequest) error {
+	return first(
+		func() error {
+			if _, ok := durablev1.ActivityState_name[int32(r.GetState())]; !ok {
+				return invalidf("state", "unknown activity state %d", r.GetState())
+			}
+			return nil
+		},
+		func() error {
+			if n := r.GetMinAttempt(); n < 0 || n > maxAttempts {
+				return invalidf("min_attempt", "must be in [0, %d], got %d", maxAttempts, n)
+			}
+			return nil
+		},
+		func() error { return v.text("failure_type", r.GetFailureType()) },
+		func() error { return v.fingerprint("failure_fingerprint", r.GetFailureFingerprint()) },
+		func() error { return v.text("activity_type", r.GetActivityType()) },
+		func() error { return v.text("task_queue", r.GetTaskQueue()) },
 		func() error { return v.pageSize("page_size", r.GetPageSize()) },
 		func() error { return v.pageToken("next_page_token", r.GetNextPageToken()) },
 	)
@@ -56,17 +83,15 @@ func (v validator) redriveDeadLetter(r *durablev1.RedriveDeadLetterRequest) erro
 		func() error { return v.id("workflow_id", r.GetWorkflowId()) },
 		func() error { return v.id("activity_id", r.GetActivityId()) },
 		func() error { return v.reason("reason", r.GetReason()) },
+		func() error { return v.edit("edit", r.GetEdit()) },
 	)
 }
 
 func (v validator) redriveDeadLetters(r *durablev1.RedriveDeadLettersRequest) error {
 	return first(
-		func() error { return v.text("filter.workflow_id", r.GetFilter().GetWorkflowId()) },
-		func() error { return v.text("filter.activity_type", r.GetFilter().GetActivityType()) },
-		func() error { return v.text("filter.failure_type", r.GetFilter().GetFailureType()) },
+		func() error { return v.deadLetterFilter("filter", r.GetFilter()) },
 		func() error {
-			f := r.GetFilter()
-			if len(r.GetActivities()) > 0 && (f.GetWorkflowId() != "" || f.GetActivityType() != "" || f.GetFailureType() != "") {
+			if len(r.GetActivities()) > 0 && filterSetsSomething(r.GetFilter()) {
 				return invalidf("activities", "give a filter or a list of activities, not both")
 			}
 			if n := len(r.GetActivities()); n > maxRedriveList {
@@ -91,6 +116,45 @@ func (v validator) redriveDeadLetters(r *durablev1.RedriveDeadLettersRequest) er
 			}
 			return nil
 		},
+		func() error { return v.reason("reason", r.GetReason()) },
+		func() error { return v.edit("edit", r.GetEdit()) },
+	)
+}
+
+// deadLetterFilter checks an optional DeadLetterFilter: the ids as ids, the
+// fingerprint as opaque text, the window as valid times in order.
+func (v validator) deadLetterFilter(path string, f *durablev1.DeadLetterFilter) error {
+	return first(
+		func() error { return v.text(field(path, "workflow_id"), f.GetWorkflowId()) },
+		func() error { return v.text(field(path, "activity_type"), f.GetActivityType()) },
+		func() error { return v.text(field(path, "failure_type"), f.GetFailureType()) },
+		func() error { return v.fingerprint(field(path, "failure_fingerprint"), f.GetFailureFingerprint()) },
+		func() error {
+			return v.timeRange(field(path, "dead_lettered_after"), f.GetDeadLetteredAfter(), field(path, "dead_lettered_before"), f.GetDeadLetteredBefore())
+		},
+	)
+}
+
+// filterSetsSomething reports whether f narrows the letters at all.
+func filterSetsSomething(f *durablev1.DeadLetterFilter) bool {
+	return f.GetWorkflowId() != "" || f.GetActivityType() != "" || f.GetFailureType() != "" || f.GetFailureFingerprint() != "" ||
+		f.GetDeadLetteredAfter() != nil || f.GetDeadLetteredBefore() != nil
+}
+
+func (v validator) describeOperation(r *durablev1.DescribeOperationRequest) error {
+	return v.id("id", r.GetId())
+}
+
+func (v validator) listOperations(r *durablev1.ListOperationsRequest) error {
+	return first(
+		func() error { return v.pageSize("page_size", r.GetPageSize()) },
+		func() error { return v.pageToken("next_page_token", r.GetNextPageToken()) },
+	)
+}
+
+func (v validator) cancelOperation(r *durablev1.CancelOperationRequest) error {
+	return first(
+		func() error { return v.id("id", r.GetId()) },
 		func() error { return v.reason("reason", r.GetReason()) },
 	)
 }

@@ -182,6 +182,7 @@ func TestToStatusMapsWrappedErrors(t *testing.T) {
 		{"StaleTask", wrap(engine.ErrStaleTask), codes.FailedPrecondition},
 		{"NotDeadLettered", wrap(engine.ErrNotDeadLettered), codes.FailedPrecondition},
 		{"WorkflowClosed", wrap(engine.ErrWorkflowClosed), codes.FailedPrecondition},
+		{"OperationFinished", wrap(engine.ErrOperationFinished), codes.FailedPrecondition},
 		{"Closed", wrap(engine.ErrClosed), codes.Unavailable},
 		{"Invalid", wrap(&engine.InvalidError{Field: "commands[0].activity_id", Reason: "taken"}), codes.InvalidArgument},
 		{"Canceled", wrap(context.Canceled), codes.Canceled},

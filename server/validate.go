@@ -9,7 +9,9 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -289,8 +291,54 @@ func (v validator) optionsPatch(path string, p *durablev1.OptionsPatch) error {
 	return nil
 }
 
+// edit checks an optional edit of a redrive: a valid patch that changes
+// something (an edit that sets no field is a mistake, not a no-op).
+func (v validator) edit(path string, p *durablev1.OptionsPatch) error {
+	if p == nil {
+		return nil
+	}
+	if !patchSetsSomething(p) {
+		return invalidf(path, "sets no field; leave it out to redrive with the options as they are")
+	}
+	return v.optionsPatch(path, p)
+}
+
 // patchSetsSomething reports whether p sets at least one field.
 func patchSetsSomething(p *durablev1.OptionsPatch) bool {
 	return p.InitialMs != nil || p.Backoff != nil || p.MaxIntervalMs != nil || p.MaxAttempts != nil ||
 		p.NonRetryable != nil || p.StartToCloseTimeout != nil || p.HeartbeatTimeout != nil || p.ScheduleToCloseTimeout != nil
+}
+
+// fingerprint checks an optional failure fingerprint: the hex digits
+// activity.Fingerprint returns, so that a mistyped or cut one is an error
+// rather than a filter that silently matches nothing.
+func (v validator) fingerprint(path, s string) error {
+	if s == "" {
+		return nil
+	}
+	if len(s) != activity.FingerprintLen {
+		return invalidf(path, "must be %d hex digits (as wf dlq list --group prints it), got %d characters", activity.FingerprintLen, len(s))
+	}
+	for _, r := range s {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return invalidf(path, "must be %d lower-case hex digits, got %q", activity.FingerprintLen, s)
+		}
+	}
+	return nil
+}
+
+// timeRange checks two optional bounds of a span of time: each a valid
+// timestamp, and the end after the start when both are set.
+func (v validator) timeRange(fromPath string, from *timestamppb.Timestamp, beforePath string, before *timestamppb.Timestamp) error {
+	if from != nil && from.CheckValid() != nil {
+		return invalidf(fromPath, "is not a valid timestamp")
+	}
+	if before != nil && before.CheckValid() != nil {
+		return invalidf(beforePath, "is not a valid timestamp")
+	}
+	if from != nil && before != nil && !before.AsTime().After(from.AsTime()) {
+		return invalidf(beforePath, "must be later than %s (%s), got %s", fromPath,
+			from.AsTime().UTC().Format(time.RFC3339Nano), before.AsTime().UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }

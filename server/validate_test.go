@@ -89,7 +89,36 @@ func TestListDeadLetters_BadInput(t *testing.T) {
 		{"ActivityTypeControlChar", &durablev1.ListDeadLettersRequest{ActivityType: "x\x1b[2J"}, codes.InvalidArgument, "activity_type"},
 		{"FailureTypeTooLong", &durablev1.ListDeadLettersRequest{FailureType: longID}, codes.InvalidArgument, "failure_type"},
 		{"PageTokenTooLong", &durablev1.ListDeadLettersRequest{NextPageToken: longToken}, codes.InvalidArgument, "next_page_token"},
+		{"ForeignPageToken", &durablev1.ListDeadLettersRequest{NextPageToken: []byte("garbage")}, codes.InvalidArgument, "next_page_token"},
+		{"ShortFingerprint", &durablev1.ListDeadLettersRequest{FailureFingerprint: "3f2a"}, codes.InvalidArgument, "failure_fingerprint"},
+		{"UpperCaseFingerprint", &durablev1.ListDeadLettersRequest{FailureFingerprint: "3F2A00000000"}, codes.InvalidArgument, "failure_fingerprint"},
+		{"Fingerprint", &durablev1.ListDeadLettersRequest{FailureFingerprint: "3f2a00000000"}, codes.OK, ""},
+		{"InvalidAfter", &durablev1.ListDeadLettersRequest{DeadLetteredAfter: &timestamppb.Timestamp{Nanos: -1}}, codes.InvalidArgument, "dead_lettered_after"},
+		{"InvalidBefore", &durablev1.ListDeadLettersRequest{DeadLetteredBefore: &timestamppb.Timestamp{Seconds: math.MaxInt64}}, codes.InvalidArgument, "dead_lettered_before"},
+		{"BeforeNotAfterAfter", &durablev1.ListDeadLettersRequest{DeadLetteredAfter: timestamppb.New(time.Unix(100, 0)), DeadLetteredBefore: timestamppb.New(time.Unix(100, 0))},
+			codes.InvalidArgument, "dead_lettered_before"},
+		{"TimeRange", &durablev1.ListDeadLettersRequest{DeadLetteredAfter: timestamppb.New(time.Unix(100, 0)), DeadLetteredBefore: timestamppb.New(time.Unix(101, 0))}, codes.OK, ""},
 		{"Empty", &durablev1.ListDeadLettersRequest{}, codes.OK, ""},
+	})
+}
+
+func TestListActivities_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.ListActivities, []badInput[*durablev1.ListActivitiesRequest]{
+		{"UnknownState", &durablev1.ListActivitiesRequest{State: 99}, codes.InvalidArgument, "state"},
+		{"NegativeMinAttempt", &durablev1.ListActivitiesRequest{MinAttempt: -1}, codes.InvalidArgument, "min_attempt"},
+		{"HugeMinAttempt", &durablev1.ListActivitiesRequest{MinAttempt: maxAttempts + 1}, codes.InvalidArgument, "min_attempt"},
+		{"FailureTypeControlChar", &durablev1.ListActivitiesRequest{FailureType: "a\nb"}, codes.InvalidArgument, "failure_type"},
+		{"BadFingerprint", &durablev1.ListActivitiesRequest{FailureFingerprint: "not-a-fingerprint"}, codes.InvalidArgument, "failure_fingerprint"},
+		{"ActivityTypeTooLong", &durablev1.ListActivitiesRequest{ActivityType: longID}, codes.InvalidArgument, "activity_type"},
+		{"TaskQueueTooLong", &durablev1.ListActivitiesRequest{TaskQueue: longID}, codes.InvalidArgument, "task_queue"},
+		{"HugePageSize", &durablev1.ListActivitiesRequest{PageSize: maxPageSize + 1}, codes.InvalidArgument, "page_size"},
+		{"PageTokenTooLong", &durablev1.ListActivitiesRequest{NextPageToken: longToken}, codes.InvalidArgument, "next_page_token"},
+		{"ForeignPageToken", &durablev1.ListActivitiesRequest{NextPageToken: garbage}, codes.InvalidArgument, "next_page_token"},
+		{"Empty", &durablev1.ListActivitiesRequest{}, codes.OK, ""},
+		{"EveryFilter", &durablev1.ListActivitiesRequest{State: durablev1.ActivityState_ACTIVITY_STATE_RETRYING, MinAttempt: 2, FailureType: "X",
+			FailureFingerprint: "0123456789ab", ActivityType: "T", TaskQueue: "q", PageSize: 10}, codes.OK, ""},
 	})
 }
 
@@ -101,6 +130,99 @@ func TestRedriveDeadLetter_BadInput(t *testing.T) {
 		{"MissingActivityID", &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf"}, codes.InvalidArgument, "activity_id"},
 		{"ActivityIDTooLong", &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf", ActivityId: longID}, codes.InvalidArgument, "activity_id"},
 		{"UnknownActivity", &durablev1.RedriveDeadLetterRequest{WorkflowId: "nope", ActivityId: "1"}, codes.NotFound, ""},
+	})
+}
+
+func TestRedriveDeadLetterEdit_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	nan, tooMany := math.NaN(), int32(maxAttempts+1)
+	ok := func(edit *durablev1.OptionsPatch) *durablev1.RedriveDeadLetterRequest {
+		return &durablev1.RedriveDeadLetterRequest{WorkflowId: "nope", ActivityId: "1", Edit: edit}
+	}
+	runBadInputs(t, c.RedriveDeadLetter, []badInput[*durablev1.RedriveDeadLetterRequest]{
+		{"EditSetsNothing", ok(&durablev1.OptionsPatch{}), codes.InvalidArgument, "edit"},
+		{"EditBackoffNaN", ok(&durablev1.OptionsPatch{Backoff: &nan}), codes.InvalidArgument, "edit.backoff"},
+		{"EditMaxAttemptsTooMany", ok(&durablev1.OptionsPatch{MaxAttempts: &tooMany}), codes.InvalidArgument, "edit.max_attempts"},
+		{"EditNegativeTimeout", ok(&durablev1.OptionsPatch{StartToCloseTimeout: durationpb.New(-time.Second)}), codes.InvalidArgument, "edit.start_to_close_timeout"},
+		{"EditEmptyNonRetryableType", ok(&durablev1.OptionsPatch{NonRetryable: &durablev1.StringList{Values: []string{""}}}), codes.InvalidArgument, "edit.non_retryable.values[0]"},
+		{"EditValidButUnknownActivity", ok(&durablev1.OptionsPatch{StartToCloseTimeout: durationpb.New(time.Second)}), codes.NotFound, ""},
+	})
+}
+
+func TestRedriveDeadLetters_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	nan, zero := math.NaN(), int32(0)
+	t1, t2 := timestamppb.New(time.Unix(1000, 0)), timestamppb.New(time.Unix(2000, 0))
+	// A filter no letter of any other test matches, so valid rows start
+	// operations that select nothing.
+	none := func(mod func(*durablev1.RedriveDeadLettersRequest)) *durablev1.RedriveDeadLettersRequest {
+		r := &durablev1.RedriveDeadLettersRequest{Filter: &durablev1.DeadLetterFilter{ActivityType: uid("no-such-type")}}
+		mod(r)
+		return r
+	}
+	one := []*durablev1.ActivityRef{{WorkflowId: "wf", ActivityId: "1"}}
+	runBadInputs(t, c.RedriveDeadLetters, []badInput[*durablev1.RedriveDeadLettersRequest]{
+		{"WorkflowIDTooLong", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Filter.WorkflowId = longID }), codes.InvalidArgument, "filter.workflow_id"},
+		{"FailureTypeControlChar", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Filter.FailureType = "a\nb" }), codes.InvalidArgument, "filter.failure_type"},
+		{"FingerprintOverLimit", none(func(r *durablev1.RedriveDeadLettersRequest) {
+			r.Filter.FailureFingerprint = string(over(testMaxPayload))
+		}), codes.InvalidArgument, "filter.failure_fingerprint"},
+		{"WindowBackwards", none(func(r *durablev1.RedriveDeadLettersRequest) {
+			r.Filter.DeadLetteredAfter, r.Filter.DeadLetteredBefore = t2, t1
+		}), codes.InvalidArgument, "filter.dead_lettered_before"},
+		{"WindowInvalidTime", none(func(r *durablev1.RedriveDeadLettersRequest) {
+			r.Filter.DeadLetteredBefore = &timestamppb.Timestamp{Nanos: -1}
+		}), codes.InvalidArgument, "filter.dead_lettered_before"},
+		{"FilterAndList", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Activities = one }), codes.InvalidArgument, "activities"},
+		{"WindowAndList", &durablev1.RedriveDeadLettersRequest{Filter: &durablev1.DeadLetterFilter{DeadLetteredAfter: t1}, Activities: one}, codes.InvalidArgument, "activities"},
+		{"ListedWithoutActivityID", &durablev1.RedriveDeadLettersRequest{Activities: []*durablev1.ActivityRef{{WorkflowId: "wf"}}}, codes.InvalidArgument, "activities[0].activity_id"},
+		{"RateNegative", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Rate = -1 }), codes.InvalidArgument, "rate"},
+		{"RateNaN", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Rate = nan }), codes.InvalidArgument, "rate"},
+		{"RateTooHigh", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Rate = maxRedriveRate + 1 }), codes.InvalidArgument, "rate"},
+		{"ReasonControlChar", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Reason = "a\x1b[2J" }), codes.InvalidArgument, "reason"},
+		{"EditSetsNothing", none(func(r *durablev1.RedriveDeadLettersRequest) { r.Edit = &durablev1.OptionsPatch{} }), codes.InvalidArgument, "edit"},
+		{"EditNegativeInitial", none(func(r *durablev1.RedriveDeadLettersRequest) {
+			v := int64(-1)
+			r.Edit = &durablev1.OptionsPatch{InitialMs: &v}
+		}), codes.InvalidArgument, "edit.initial_ms"},
+		{"ValidWithEdit", none(func(r *durablev1.RedriveDeadLettersRequest) {
+			r.Edit = &durablev1.OptionsPatch{MaxAttempts: &zero}
+			r.Rate = maxRedriveRate
+		}), codes.OK, ""},
+		{"ValidWindow", none(func(r *durablev1.RedriveDeadLettersRequest) {
+			r.Filter.DeadLetteredAfter, r.Filter.DeadLetteredBefore = t1, t2
+		}), codes.OK, ""},
+		{"ValidDryRun", none(func(r *durablev1.RedriveDeadLettersRequest) { r.DryRun = true }), codes.OK, ""},
+	})
+}
+
+func TestOperationCalls_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	t.Run("Describe", func(t *testing.T) {
+		runBadInputs(t, c.DescribeOperation, []badInput[*durablev1.DescribeOperationRequest]{
+			{"MissingID", &durablev1.DescribeOperationRequest{}, codes.InvalidArgument, "id"},
+			{"IDTooLong", &durablev1.DescribeOperationRequest{Id: longID}, codes.InvalidArgument, "id"},
+			{"Unknown", &durablev1.DescribeOperationRequest{Id: "op-999999999"}, codes.NotFound, ""},
+			{"Malformed", &durablev1.DescribeOperationRequest{Id: "nonsense"}, codes.NotFound, ""},
+		})
+	})
+	t.Run("List", func(t *testing.T) {
+		runBadInputs(t, c.ListOperations, []badInput[*durablev1.ListOperationsRequest]{
+			{"NegativePageSize", &durablev1.ListOperationsRequest{PageSize: -1}, codes.InvalidArgument, "page_size"},
+			{"PageTokenTooLong", &durablev1.ListOperationsRequest{NextPageToken: longToken}, codes.InvalidArgument, "next_page_token"},
+			{"ForeignPageToken", &durablev1.ListOperationsRequest{NextPageToken: []byte("junk")}, codes.InvalidArgument, "next_page_token"},
+			{"Empty", &durablev1.ListOperationsRequest{}, codes.OK, ""},
+		})
+	})
+	t.Run("Cancel", func(t *testing.T) {
+		runBadInputs(t, c.CancelOperation, []badInput[*durablev1.CancelOperationRequest]{
+			{"MissingID", &durablev1.CancelOperationRequest{}, codes.InvalidArgument, "id"},
+			{"ReasonTooLong", &durablev1.CancelOperationRequest{Id: "op-1", Reason: strings.Repeat("x", maxReasonLen+1)}, codes.InvalidArgument, "reason"},
+			{"Unknown", &durablev1.CancelOperationRequest{Id: "op-999999999"}, codes.NotFound, ""},
+		})
 	})
 }
 

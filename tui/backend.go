@@ -23,14 +23,17 @@ type Backend interface {
 	// Redrive puts one dead letter back in its queue as attempt 1; reason
 	// goes to the audit log and may be empty.
 	Redrive(ctx context.Context, workflowID, activityID, reason string) error
-	// RedriveList has the daemon redrive exactly the letters listed, at a
-	// steady rate, and returns when all are released or ctx ends.
-	RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.RedriveDeadLettersResponse, error)
+	// RedriveList starts a redrive operation on exactly the letters listed,
+	// which the daemon releases at a steady rate, and returns it at once.
+	RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.Operation, error)
 	// AuditLog returns the newest audit records, at most limit of them,
 	// newest first.
 	AuditLog(ctx context.Context, limit int) ([]*durablev1.AuditRecord, error)
 	// History returns a workflow's events in order.
 	History(ctx context.Context, workflowID string) ([]*durablev1.HistoryEvent, error)
+	// Describe returns a workflow with its pending activities and the ones
+	// that finished within the daemon's attempt retention.
+	Describe(ctx context.Context, workflowID string) (*durablev1.DescribeWorkflowResponse, error)
 }
 
 // RedriveListParams is one bulk redrive.
@@ -68,12 +71,16 @@ func (b clientBackend) Redrive(ctx context.Context, workflowID, activityID, reas
 	return err
 }
 
-func (b clientBackend) RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.RedriveDeadLettersResponse, error) {
+func (b clientBackend) RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.Operation, error) {
 	return b.c.RedriveList(ctx, p.Refs, client.WithReason(p.Reason), client.WithRate(float64(p.PerSecond)))
 }
 
 func (b clientBackend) AuditLog(ctx context.Context, limit int) ([]*durablev1.AuditRecord, error) {
 	return b.c.AuditLog(ctx, client.AuditQuery{Limit: limit})
+}
+
+func (b clientBackend) Describe(ctx context.Context, workflowID string) (*durablev1.DescribeWorkflowResponse, error) {
+	return b.c.Describe(ctx, workflowID)
 }
 
 func (b clientBackend) History(ctx context.Context, workflowID string) ([]*durablev1.HistoryEvent, error) {

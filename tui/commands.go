@@ -43,11 +43,19 @@ type (
 		records []*durablev1.AuditRecord
 		err     error
 	}
-	// redriveDoneMsg answers a redrive; resp is set for a bulk one.
+	// finishedMsg answers finishedCmd: the activity as it finished, nil if
+	// the daemon no longer keeps it.
+	finishedMsg struct {
+		key      string
+		finished *durablev1.FinishedActivity
+		err      error
+	}
+	// redriveDoneMsg answers a redrive; op is set for a bulk one, the
+	// operation the daemon started.
 	redriveDoneMsg struct {
-		job  int
-		resp *durablev1.RedriveDeadLettersResponse
-		err  error
+		job int
+		op  *durablev1.Operation
+		err error
 	}
 )
 
@@ -91,6 +99,23 @@ func historyCmd(ctx context.Context, b Backend, workflowID string) tea.Cmd {
 	}
 }
 
+// finishedCmd reads how an activity that left the pending set finished,
+// with its whole attempt trail, from its workflow's description.
+func finishedCmd(ctx context.Context, b Backend, key string, r ref) tea.Cmd {
+	return func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		d, err := b.Describe(cctx, r.workflowID)
+		msg := finishedMsg{key: key, err: err}
+		for _, f := range d.GetFinishedActivities() {
+			if f.GetActivity().GetActivityId() == r.activityID {
+				msg.finished = f
+			}
+		}
+		return msg
+	}
+}
+
 // auditCmd reads the newest audit records.
 func auditCmd(ctx context.Context, b Backend) tea.Cmd {
 	return func() tea.Msg {
@@ -110,11 +135,11 @@ func redriveCmd(ctx context.Context, b Backend, job int, r ref, reason string) t
 	}
 }
 
-// redriveListCmd is one bulk redrive; ctx carries its deadline and lets the
-// operator stop it.
+// redriveListCmd starts one bulk redrive; ctx carries its deadline and lets
+// the operator stop waiting for the answer.
 func redriveListCmd(ctx context.Context, b Backend, job int, p RedriveListParams) tea.Cmd {
 	return func() tea.Msg {
-		resp, err := b.RedriveList(ctx, p)
-		return redriveDoneMsg{job: job, resp: resp, err: err}
+		op, err := b.RedriveList(ctx, p)
+		return redriveDoneMsg{job: job, op: op, err: err}
 	}
 }

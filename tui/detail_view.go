@@ -46,8 +46,13 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 	}
 
 	title := fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType())
+	fin := m.detailFinished()
 	if _, live := m.st.acts[m.detail.key]; !live {
-		title += st.Muted.Render("  (no longer pending: completed or failed)")
+		if fin != nil {
+			title += st.Muted.Render(fmt.Sprintf("  (finished: %s %s)", finishedWord(fin.GetOutcome()), age(m.now, fin.GetFinishedTime())))
+		} else {
+			title += st.Muted.Render("  (no longer pending: completed or failed)")
+		}
 	}
 	if !m.detail.loading && m.detail.historyErr == "" {
 		title += st.Muted.Render(fmt.Sprintf("  · %d events in history, the last below", len(m.detail.history)))
@@ -58,6 +63,9 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 	state := st.state(a.GetState()).Render(stateName(a.GetState())) +
 		fmt.Sprintf(" · attempt %d of %d", a.GetAttempt(), a.GetMaxAttempts())
 	switch {
+	case fin != nil:
+		// Nothing is due any more: say how it ended instead.
+		state = finishedWord(fin.GetOutcome()) + fmt.Sprintf(" · after attempt %d of %d", a.GetAttempt(), a.GetMaxAttempts())
 	case w.countdown != "" && a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_STARTED:
 		state += " · lease ends in " + w.countdown
 	case w.countdown != "":
@@ -77,8 +85,10 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 	in := optionsInForce(a)
 	field("retry policy", policyLine(in.GetRetryPolicy(), a.GetMaxAttempts(), mark))
 	field("timeouts", timeoutsLine(in, mark))
-	field("schedule", retrySchedule(a, m.now))
-	if t := a.GetExpirationTime(); t != nil {
+	if fin == nil {
+		field("schedule", retrySchedule(a, m.now))
+	}
+	if t := a.GetExpirationTime(); t != nil && fin == nil {
 		field("budget", "schedule-to-close runs out in "+span(t.AsTime().Sub(m.now)))
 	}
 
@@ -116,7 +126,7 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 		more(st.Muted.Render(fmt.Sprintf("(%d earlier attempts not kept)", a.GetAttemptsTruncated())))
 	}
 	for _, r := range trail {
-		field(label, m.attemptLine(r))
+		field(label, m.attemptLine(r, fin))
 		label = ""
 	}
 	if len(trail) == 0 {
@@ -148,23 +158,47 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 	return lines
 }
 
-func (m Model) attemptLine(r *durablev1.AttemptRecord) string {
+// attemptLine is one attempt of the activity in the detail; fin is how the
+// activity finished, nil while it is pending.
+func (m Model) attemptLine(r *durablev1.AttemptRecord, fin *durablev1.FinishedActivity) string {
 	s := fmt.Sprintf("#%d", r.GetAttempt())
 	if id := r.GetIdentity(); id != "" {
 		s += " " + id
 	}
 	if t := r.GetStartedTime(); t != nil {
 		s += " · started " + age(m.now, t)
-		if e := r.GetEndedTime(); e != nil {
+		switch e := r.GetEndedTime(); {
+		case e != nil:
 			s += " · ran " + span(e.AsTime().Sub(t.AsTime()))
-		} else {
+		case fin != nil:
+			s += " · cut off when the workflow closed"
+		default:
 			s += " · running"
 		}
 	}
 	if f := r.GetFailure(); f != nil {
 		s += " · " + m.styles.Failed.Render(failureLine(f))
+	} else if r.GetEndedTime() != nil && fin != nil {
+		s += " · completed"
 	}
 	return s
+}
+
+// detailFinished is how the activity in the detail finished, once it has
+// and the daemon has said.
+func (m Model) detailFinished() *durablev1.FinishedActivity {
+	if _, live := m.st.acts[m.detail.key]; live {
+		return nil
+	}
+	return m.detail.finished
+}
+
+// finishedWord says how an activity finished, as the detail's title reads.
+func finishedWord(outcome string) string {
+	if outcome == "workflow_closed" {
+		return "its workflow closed"
+	}
+	return outcome
 }
 
 // optionsInForce are the options the activity's next decision uses, as the

@@ -6,9 +6,9 @@
 //
 // The console talks to the daemon only through Backend (NewBackend adapts a
 // client.Client), and only from the commands in commands.go, so tests drive
-// it with a fake. A bulk redrive is one call: the daemon paces the letters and
-// writes one audit record, and the console counts progress from what the
-// stream shows happening to them. State is kept in maps plus sorted slices
+// it with a fake. A bulk redrive is one call that starts a redrive operation:
+// the daemon paces the letters and writes one audit record, and the operation
+// goes on if the console quits. State is kept in maps plus sorted slices
 // updated by binary search, and only the visible rows are rendered, so an
 // update costs in proportion to what changed even with tens of thousands of
 // activities.

@@ -73,6 +73,8 @@ type fakeBackend struct {
 	redrives   []redriveCall
 	bulks      []bulkCall
 	history    map[string][]*durablev1.HistoryEvent
+	// finished is what Describe answers for each workflow.
+	finished   map[string][]*durablev1.FinishedActivity
 	audit      []*durablev1.AuditRecord
 	auditErr   error
 	auditCalls int
@@ -101,7 +103,7 @@ func (f *fakeBackend) Redrive(_ context.Context, workflowID, activityID, reason 
 // auditID is the record id the fake daemon gives every bulk redrive.
 const auditID = 41
 
-func (f *fakeBackend) RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.RedriveDeadLettersResponse, error) {
+func (f *fakeBackend) RedriveList(ctx context.Context, p RedriveListParams) (*durablev1.Operation, error) {
 	f.mu.Lock()
 	call := bulkCall{reason: p.Reason, perSecond: p.PerSecond}
 	for _, r := range p.Refs {
@@ -121,7 +123,8 @@ func (f *fakeBackend) RedriveList(ctx context.Context, p RedriveListParams) (*du
 		}
 	}
 	n := int64(len(p.Refs))
-	return &durablev1.RedriveDeadLettersResponse{Matched: n, Count: n, Redriven: p.Refs, AuditId: auditID}, nil
+	return &durablev1.Operation{Id: "op-7", Kind: "redrive", State: durablev1.OperationState_OPERATION_STATE_RUNNING,
+		Matched: n, Left: n, Rate: float64(p.PerSecond), Listed: true, AuditId: auditID}, nil
 }
 
 func (f *fakeBackend) AuditLog(_ context.Context, limit int) ([]*durablev1.AuditRecord, error) {
@@ -141,6 +144,18 @@ func (f *fakeBackend) History(_ context.Context, workflowID string) ([]*durablev
 		return h, nil
 	}
 	return nil, errors.New("workflow not found")
+}
+
+func (f *fakeBackend) Describe(_ context.Context, workflowID string) (*durablev1.DescribeWorkflowResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.history[workflowID]; !ok {
+		return nil, errors.New("workflow not found")
+	}
+	return &durablev1.DescribeWorkflowResponse{
+		Workflow:           &durablev1.WorkflowInfo{WorkflowId: workflowID},
+		FinishedActivities: f.finished[workflowID],
+	}, nil
 }
 
 func (f *fakeBackend) singleCalls() []redriveCall {

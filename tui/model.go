@@ -86,7 +86,8 @@ type list struct {
 // detail is the activity detail pane.
 type detail struct {
 	key        string
-	last       *durablev1.PendingActivity // shown if the activity goes away
+	last       *durablev1.PendingActivity  // shown if the activity goes away
+	finished   *durablev1.FinishedActivity // how it ended, once it has
 	history    []*durablev1.HistoryEvent
 	historyErr string
 	loading    bool

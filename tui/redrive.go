@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,10 +27,11 @@ func refOf(a *durablev1.PendingActivity) ref {
 func (r ref) String() string { return r.workflowID + "/" + r.activityID }
 
 // redriveJob is a redrive the console asked for and is waiting on. A bulk
-// one is a single call: the daemon releases the letters at the console's
-// rate, so that an outage's thousand dead letters do not hit the workers as
-// one herd, and writes one audit record. Its progress is what the Watch
-// stream shows happening to the letters, not what was acknowledged.
+// one is a single call that starts a redrive operation: the daemon releases
+// the letters at the console's rate, so that an outage's thousand dead
+// letters do not hit the workers as one herd, and writes one audit record;
+// the job ends when the daemon answers with the operation, which goes on
+// without the console.
 type redriveJob struct {
 	id      int
 	refs    []ref
@@ -40,13 +42,6 @@ type redriveJob struct {
 	pending  map[string]bool
 	cancel   context.CancelFunc
 	stopping bool // the operator stopped it; the call is winding down
-}
-
-// bulkTimeout bounds a bulk call: twice the time the rate needs, plus the
-// time of a single call, so a hung daemon cannot hold the console's one
-// redrive slot for ever while a slow one is given room.
-func bulkTimeout(n, perSecond int) time.Duration {
-	return callTimeout + 2*time.Duration(n)*time.Second/time.Duration(perSecond)
 }
 
 // startRedrive starts redriving what the dialog c confirmed.
@@ -61,7 +56,7 @@ func (m Model) startRedrive(c confirm, reason string) (Model, tea.Cmd) {
 	if !j.bulk {
 		return m, redriveCmd(m.p.Context, m.p.Backend, j.id, c.refs[0], reason)
 	}
-	ctx, cancel := context.WithTimeout(m.p.Context, bulkTimeout(len(c.refs), m.p.RedrivesPerSecond))
+	ctx, cancel := context.WithTimeout(m.p.Context, callTimeout)
 	j.cancel = cancel
 	p := RedriveListParams{Reason: reason, PerSecond: m.p.RedrivesPerSecond}
 	for _, r := range c.refs {
@@ -136,10 +131,10 @@ func (m Model) redriveDone(msg redriveDoneMsg) Model {
 		}
 		return m.warn(text)
 	}
-	r := msg.resp
-	return m.say(fmt.Sprintf("redrove %s of %s · %s skipped · audit record #%d%s",
-		thousands(int(r.GetCount())), plural(int(r.GetMatched()), "dead letter", "dead letters"),
-		thousands(int(r.GetSkipped())), r.GetAuditId(), reasonNote(j.reason)))
+	op := msg.op
+	return m.say(fmt.Sprintf("started %s: redriving %s at %s/s · audit record #%d%s",
+		op.GetId(), plural(int(op.GetMatched()), "dead letter", "dead letters"),
+		strconv.FormatFloat(op.GetRate(), 'f', -1, 64), op.GetAuditId(), reasonNote(j.reason)))
 }
 
 func reasonNote(reason string) string {

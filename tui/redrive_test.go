@@ -67,7 +67,10 @@ func TestRedriveKeypress(t *testing.T) {
 			for _, k := range keys(c.keys...) {
 				tm.Send(k)
 			}
-			if len(c.single)+len(c.bulk) > 0 {
+			switch {
+			case len(c.bulk) > 0:
+				waitFor(t, tm, "started op-7")
+			case len(c.single) > 0:
 				waitFor(t, tm, "redrove")
 			}
 			if err := tm.Quit(); err != nil {
@@ -133,9 +136,9 @@ func TestBulkRedriveProgressCountsOutcomes(t *testing.T) {
 		t.Fatalf("status %q, want 2 of 3 seen and 2s left at that pace", s)
 	}
 
-	next, _ = m.Update(redriveDoneMsg{job: m.job.id, resp: &durablev1.RedriveDeadLettersResponse{Matched: 3, Count: 2, Skipped: 1, AuditId: 41}})
+	next, _ = m.Update(redriveDoneMsg{job: m.job.id, op: &durablev1.Operation{Id: "op-9", Matched: 3, Rate: 50, AuditId: 41}})
 	m = next.(Model)
-	want := "redrove 2 of 3 dead letters · 1 skipped · audit record #41"
+	want := "started op-9: redriving 3 dead letters at 50/s · audit record #41"
 	if m.job != nil || strings.TrimSpace(status()) != want {
 		t.Fatalf("after the answer: job = %v, status %q, want %q", m.job, status(), want)
 	}

@@ -40,8 +40,16 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.gen != m.conn.gen {
 			return m, nil
 		}
+		_, wasLive := m.st.acts[m.detail.key]
 		m = m.apply(msg.ev)
 		next := recvCmd(m.conn.stream, msg.gen)
+		if _, live := m.st.acts[m.detail.key]; wasLive && !live && m.screen == screenDetail {
+			// The activity in the detail finished: read its whole trail,
+			// and the history that now says how it ended.
+			a := m.detail.last
+			return m, tea.Batch(next, finishedCmd(m.p.Context, m.p.Backend, m.detail.key, refOf(a)),
+				historyCmd(m.p.Context, m.p.Backend, a.GetWorkflowId()))
+		}
 		if msg.ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
 			// Changes to the audit log arrive on the stream from now on;
 			// what came before is read once per (re)connection.
@@ -63,6 +71,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, connectCmd(m.p.Context, m.p.Backend, m.conn.gen)
 	case historyMsg:
 		return m.gotHistory(msg), nil
+	case finishedMsg:
+		if msg.key == m.detail.key && msg.err == nil {
+			m.detail.finished = msg.finished
+		}
+		return m, nil
 	case auditMsg:
 		return m.gotAudit(msg), nil
 	case redriveDoneMsg:
@@ -272,10 +285,14 @@ func (m Model) selectedGroup() *failureGroup {
 }
 
 // detailActivity is the live version of the activity in the detail pane, or
-// the last one seen if it is no longer pending.
+// once it is no longer pending, how it finished (the last one seen until
+// the daemon has said).
 func (m Model) detailActivity() *durablev1.PendingActivity {
 	if a, ok := m.st.acts[m.detail.key]; ok {
 		return a
+	}
+	if f := m.detail.finished; f != nil {
+		return f.GetActivity()
 	}
 	return m.detail.last
 }

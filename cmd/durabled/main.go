@@ -46,6 +46,7 @@ type config struct {
 	metricsListen                string
 	auditRetention               time.Duration
 	statsRetention               time.Duration
+	attemptRetention             time.Duration
 }
 
 // Exit codes scripts can rely on.
@@ -119,7 +120,9 @@ certificate's common name); --tls-cert and --tls-key serve TLS, and
 --tls-client-ca requires client certificates. Without --auth it serves only
 on loopback, where every call runs as the operator "local". SIGHUP re-reads
 the auth file; certificate files are re-read when they change. Every
-operator action is written to an audit log (wf audit).
+operator action is written to an audit log (wf audit). Activities that
+finish are kept with their attempt trail for --attempt-retention (wf
+describe).
 
 Flags:
 `
@@ -166,6 +169,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	cfg.statsRetention = engine.DefaultStatsRetention
 	fs.Var(days{&cfg.statsRetention}, "stats-retention",
 		"keep attempt durations by the hour this `long`, the longest window 'wf stats --since' can ask for; older hours count only in the all-time figures")
+	cfg.attemptRetention = engine.DefaultAttemptRetention
+	fs.Var(days{&cfg.attemptRetention}, "attempt-retention",
+		"keep finished activities with every attempt and its failure this `long` after they finish (a duration such as 36h, or days such as 7d)")
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprint(w, usageHeader)
@@ -202,6 +208,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("--audit-retention must be at least 1h, got %s", cfg.auditRetention)
 	case cfg.statsRetention < time.Hour:
 		return config{}, fmt.Errorf("--stats-retention must be at least 1h, got %s", cfg.statsRetention)
+	case cfg.attemptRetention < time.Minute:
+		return config{}, fmt.Errorf("--attempt-retention must be at least 1m, got %s", cfg.attemptRetention)
 	}
 	return cfg, nil
 }

@@ -70,6 +70,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		WorkflowTaskTimeout: cfg.workflowTaskTimeout,
 		AuditRetention:      cfg.auditRetention,
 		StatsRetention:      cfg.statsRetention,
+		AttemptRetention:    cfg.attemptRetention,
 		Observer:            observer,
 		Logger:              logger.With("component", "engine"),
 	})

@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tinyllm/durable/client"
@@ -17,17 +15,21 @@ const auditUsage = `
 Usage: wf audit [--since DUR] [--limit N]
 
 Lists the daemon's audit log, newest first: every redrive, single or bulk,
-and every policy override set or cleared ('wf policy'), with its id (the one
-'wf dlq redrive --all' prints), who made it (the principal of the token or
-certificate, and its role; "local" when durabled runs without --auth), when,
-what it selected (or the override), how many letters went out of how many
-matched, and the reason given with --reason.
+Lists the daemon's audit log, newest first: every redrive, single or bulk,
+every cancel of an operation and every policy override set or cleared ('wf
+policy'), with its id (the one 'wf dlq redrive --all' prints), who made it
+(the principal of the token or certificate, and its role; "local" when
+durabled runs without --auth), when, what it selected (or the override), how
+many letters went out of how many matched, any edit of their options (in
+--json), and the reason given with --reason.
 
 The record is written in the same transaction as the action, so the log
 neither misses a redrive nor shows one that did not happen. A bulk redrive
-is one record that counts letters as the daemon releases them; COUNT says
-"unfinished" while it runs, and keeps saying it when the redrive was cut
-short (Ctrl-C, --timeout, a daemon restart) at the count it reached.
+is a redrive operation (ACTION names it, e.g. "bulk redrive op-3") and one
+record that counts letters as the daemon releases them; COUNT says
+"unfinished" while it runs. A cancel is a record of its own, with the
+letters it kept in the dead-letter queue ("kept 180/300"), and the
+operation's record ends at the count it reached ("120/300").
 
 Examples:
   wf audit
@@ -108,29 +110,40 @@ func printAudit(w io.Writer, records []*durablev1.AuditRecord, now time.Time) {
 			at := r.GetTime().AsTime()
 			when = at.UTC().Format(auditTimeLayout) + " (" + relative(at, now) + ")"
 		}
-		row(t, "#"+strconv.FormatInt(r.GetId(), 10), when, dash(r.GetPrincipal()), dash(r.GetRole()), auditAction(r.GetRpc()), auditCount(r),
+		row(t, "#"+strconv.FormatInt(r.GetId(), 10), when, dash(r.GetPrincipal()), dash(r.GetRole()), auditAction(r), auditCount(r),
 			cut(auditSelection(r), 60), dash(cut(r.GetReason(), 80)))
 	}
 	t.Flush()
 }
 
-// auditAction names an RPC the way an operator asked for it.
-func auditAction(rpc string) string {
-	switch rpc {
+// auditAction names an action the way an operator asked for it, with the
+// operation it started or cancelled.
+func auditAction(r *durablev1.AuditRecord) string {
+	op := ""
+	if id := r.GetOperationId(); id != "" {
+		op = " " + id
+	}
+	switch r.GetRpc() {
 	case "RedriveDeadLetter":
 		return "redrive"
 	case "RedriveDeadLetters":
-		return "bulk redrive"
+		return "bulk redrive" + op
+	case "CancelOperation":
+		return "cancel" + op
 	case "SetPolicyOverride":
 		return "policy set"
 	case "ClearPolicyOverride":
 		return "policy clear"
 	}
-	return dash(rpc)
+	return dash(r.GetRpc())
 }
 
-// auditCount is "count/matched", marked while the action is not done.
+// auditCount is "count/matched", marked while the action is not done; for
+// a cancel, the letters it kept in the dead-letter queue.
 func auditCount(r *durablev1.AuditRecord) string {
+	if r.GetRpc() == "CancelOperation" {
+		return fmt.Sprintf("kept %d/%d", r.GetCount(), r.GetMatched())
+	}
 	s := strconv.FormatInt(r.GetCount(), 10) + "/" + strconv.FormatInt(r.GetMatched(), 10)
 	if !r.GetDone() {
 		s += " unfinished"
@@ -146,7 +159,7 @@ func auditSelection(r *durablev1.AuditRecord) string {
 		return overrideTarget(o) + ": " + patchText(o.GetPatch())
 	}
 	if f := r.GetFilter(); f != nil {
-		return filterText(f.GetWorkflowId(), f.GetActivityType(), f.GetFailureType())
+		return filterText(f)
 	}
 	acts := r.GetActivities()
 	if len(acts) == 0 {
@@ -159,34 +172,12 @@ func auditSelection(r *durablev1.AuditRecord) string {
 	return fmt.Sprintf("list of %d: %s, …", r.GetMatched(), first)
 }
 
-// parseSince turns --since into the earliest instant wanted: a Go duration
-// (90m, 24h), days with an optional rest (7d, 1d12h), or an RFC 3339 time.
-// Empty means no bound (the zero time).
+// parseSince turns --since into the earliest instant wanted (see
+// parseInstant). Empty means no bound (the zero time).
 func parseSince(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
+	t, err := parseInstant(s, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since %w", err)
 	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	var span time.Duration
-	rest := s
-	if days, after, ok := strings.Cut(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 || n > 100000 {
-			return time.Time{}, fmt.Errorf("--since %q: want a duration like 90m, 24h or 7d, or an RFC 3339 time", s)
-		}
-		span, rest = time.Duration(n)*24*time.Hour, after
-	}
-	if rest != "" {
-		d, err := time.ParseDuration(rest)
-		if err != nil {
-			return time.Time{}, fmt.Errorf("--since %q: want a duration like 90m, 24h or 7d, or an RFC 3339 time", s)
-		}
-		span += d
-	}
-	if span <= 0 {
-		return time.Time{}, errors.New("--since must be a positive span")
-	}
-	return now.Add(-span), nil
+	return t, nil
 }

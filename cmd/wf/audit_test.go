@@ -43,7 +43,7 @@ func TestAuditOutput(t *testing.T) {
 	newDriver(t, c, "audit-1").deadLetter("audit-1")
 	newDriver(t, c, "audit-2").deadLetter("audit-2")
 	wf(t, "--addr", addr, "dlq", "redrive", "audit-1", "1", "--reason", "INC-9: card API back").wantCode(t, exitOK)
-	wf(t, "--addr", addr, "dlq", "redrive", "--all", "--workflow", "audit-2", "--reason", "INC-9 the rest").wantCode(t, exitOK)
+	wf(t, "--addr", addr, "dlq", "redrive", "--all", "--workflow", "audit-2", "--reason", "INC-9 the rest", "--wait").wantCode(t, exitOK)
 
 	t.Run("Table", func(t *testing.T) {
 		t.Parallel()
@@ -142,13 +142,17 @@ func TestAuditCells(t *testing.T) {
 			"bulk redrive", "4/9 unfinished", "workflow=w activity-type=ChargeCard failure-type=Timeout"},
 		{"BulkListed", &durablev1.AuditRecord{Rpc: "RedriveDeadLetters", Matched: 3, Count: 3, Done: true, Activities: []*durablev1.ActivityRef{ref("a", "1"), ref("b", "1"), ref("c", "2")}},
 			"bulk redrive", "3/3", "list of 3: a/1, …"},
+		{"Operation", &durablev1.AuditRecord{Rpc: "RedriveDeadLetters", OperationId: "op-3", Filter: &durablev1.DeadLetterFilter{FailureFingerprint: "Timeout: after <n>s"}, Matched: 300, Count: 120},
+			"bulk redrive op-3", "120/300 unfinished", "fingerprint=Timeout: after <n>s"},
+		{"Cancel", &durablev1.AuditRecord{Rpc: "CancelOperation", OperationId: "op-3", Filter: &durablev1.DeadLetterFilter{}, Matched: 300, Count: 180, Done: true},
+			"cancel op-3", "kept 180/300", "all"},
 		{"Unknown", &durablev1.AuditRecord{Rpc: "CancelWorkflow", Matched: 1, Count: 1, Done: true},
 			"CancelWorkflow", "1/1", "-"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := auditAction(tt.rec.GetRpc()); got != tt.action {
+			if got := auditAction(tt.rec); got != tt.action {
 				t.Errorf("action = %q, want %q", got, tt.action)
 			}
 			if got := auditCount(tt.rec); got != tt.count {
@@ -178,4 +182,18 @@ func TestPrintEvent_AuditRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustContain(t, b.String(), "upsert", "audit #50 ops (operator) bulk redrive 2/6 unfinished failure-type=Timeout reason: INC-4")
+}
+
+func TestPrintEvent_Operation(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	err := printEvent(&b, &durablev1.WatchEvent{
+		Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT,
+		Operations: []*durablev1.Operation{{Id: "op-3", State: durablev1.OperationState_OPERATION_STATE_RUNNING,
+			Filter: &durablev1.DeadLetterFilter{FailureType: "Timeout"}, Matched: 300, Released: 120, Skipped: 2, ReDeadLettered: 1}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.String(), "upsert", "operation op-3 running 120/300 released · 2 skipped · 1 dead again failure-type=Timeout")
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,13 +124,11 @@ func TestAuditRecordsEveryRedrive(t *testing.T) {
 	}
 	ops := []string{"--addr", d.Addr, "--token", opsPrincipal.token}
 	wf(t, append(ops, "dlq", "redrive", "audit-a", "1", "--reason", "INC-1 single")...).wantCode(t, exitOK)
-	r := wf(t, append(ops, "--json", "dlq", "redrive", "--all", "--failure-type", "Boom", "--reason", "INC-1 bulk")...).wantCode(t, exitOK)
-	var bulkDoc redriveDoc
-	if err := json.Unmarshal([]byte(r.stdout), &bulkDoc); err != nil {
-		t.Fatalf("parse redrive --all: %v\n%s", err, r.stdout)
-	}
-	if bulkDoc.Matched != 2 || bulkDoc.Count != 2 || bulkDoc.AuditID == 0 {
-		t.Fatalf("redrive --all = %s", r.stdout)
+	r := wf(t, append(ops, "--json", "dlq", "redrive", "--all", "--failure-type", "Boom", "--reason", "INC-1 bulk", "--wait")...).wantCode(t, exitOK)
+	var op durablev1.Operation
+	unmarshal(t, r.stdout, &op)
+	if op.GetState() != durablev1.OperationState_OPERATION_STATE_COMPLETED || op.GetMatched() != 2 || op.GetReleased() != 2 || op.GetAuditId() == 0 || op.GetPrincipal() != "ops" {
+		t.Fatalf("redrive --all --wait = %s", r.stdout)
 	}
 
 	// The token from the environment this time, as scripts pass it.
@@ -155,10 +152,10 @@ func TestAuditRecordsEveryRedrive(t *testing.T) {
 		len(single.GetActivities()) != 1 || single.GetActivities()[0].GetWorkflowId() != "audit-a" || single.GetFilter() != nil {
 		t.Errorf("single redrive record = %v", single)
 	}
-	if bulk.GetId() != bulkDoc.AuditID || bulk.GetRpc() != "RedriveDeadLetters" || bulk.GetReason() != "INC-1 bulk" ||
+	if bulk.GetId() != op.GetAuditId() || bulk.GetOperationId() != op.GetId() || bulk.GetRpc() != "RedriveDeadLetters" || bulk.GetReason() != "INC-1 bulk" ||
 		bulk.GetFilter().GetFailureType() != "Boom" || bulk.GetFilter().GetWorkflowId() != "" || bulk.GetCount() != 2 || bulk.GetMatched() != 2 ||
 		len(bulk.GetActivities()) != 2 {
-		t.Errorf("bulk redrive record = %v (redrive --all said audit #%d)", bulk, bulkDoc.AuditID)
+		t.Errorf("bulk redrive record = %v (redrive --all said audit #%d)", bulk, op.GetAuditId())
 	}
 
 	d.Kill()

@@ -14,12 +14,12 @@ import (
 )
 
 // dialWait bounds the wait for a connection when the command itself has no
-// deadline (watch, start --wait, dlq redrive --all).
+// deadline (watch, start --wait, dlq redrive --wait).
 const dialWait = 5 * time.Second
 
 // context returns the context a command runs under: --timeout if given, else
 // defaultTimeout, or no limit when unbounded is true (watch, start --wait,
-// dlq redrive --all).
+// dlq redrive --wait).
 func (c *cli) context(unbounded bool) (context.Context, context.CancelFunc) {
 	switch {
 	case c.g.timeout > 0:

@@ -29,16 +29,22 @@ With --json the document is the daemon's reply: each pending activity has
 its code's options (options), the options in force (optionsInForce) and the
 fields an override sets (overriddenFields).
 
+Activities that finished (completed, failed, or still pending when the
+workflow closed) follow with their attempt trail: each attempt's worker,
+start, duration and failure, kept by the daemon for its --attempt-retention
+(7 days unless set), so the failures before a success can still be read.
+
 Examples:
   wf describe order-42
   wf describe order-42 --attempts 0     # every attempt recorded
   wf describe order-42 --json | jq '.pendingActivities[] | select(.state == "ACTIVITY_STATE_DEAD_LETTERED")'
   wf describe order-42 --json | jq '.pendingActivities[] | {activityId, overriddenFields}'
+  wf describe order-42 --json | jq '.finishedActivities[].activity.attempts[].failure.message'
 `
 
 func (c *cli) describe(args []string) int {
 	fs := c.flagSet("describe", describeUsage)
-	attempts := fs.Int("attempts", 5, "show the last N attempts of each activity (0: all)")
+	attempts := fs.Int("attempts", 5, "show the last N attempts of each activity, pending or finished (0: all)")
 	pos, code := c.parse(fs, "describe", args)
 	if code >= 0 {
 		return code
@@ -63,15 +69,19 @@ func (c *cli) describe(args []string) int {
 	acts := resp.GetPendingActivities()
 	if len(acts) == 0 {
 		fmt.Fprintln(c.stdout, "\nNo pending activities.")
-		return exitOK
-	}
-	fmt.Fprintln(c.stdout)
-	printActivities(c.stdout, acts, now)
-	overrides := c.overridesFor(ctx, cl, acts)
-	for _, a := range acts {
+	} else {
 		fmt.Fprintln(c.stdout)
-		printPolicy(c.stdout, a, client.OverrideFor(overrides, a.GetActivityType(), a.GetTaskQueue()))
-		printAttempts(c.stdout, a, *attempts, now)
+		printActivities(c.stdout, acts, now)
+		overrides := c.overridesFor(ctx, cl, acts)
+		for _, a := range acts {
+			fmt.Fprintln(c.stdout)
+			printPolicy(c.stdout, a, client.OverrideFor(overrides, a.GetActivityType(), a.GetTaskQueue()))
+			printAttempts(c.stdout, a, *attempts, now)
+		}
+	}
+	if fins := resp.GetFinishedActivities(); len(fins) > 0 {
+		fmt.Fprintln(c.stdout)
+		printFinished(c.stdout, fins, *attempts, now)
 	}
 	return exitOK
 }

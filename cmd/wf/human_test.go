@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,43 +47,138 @@ func TestRedriveAll(t *testing.T) {
 	for i := range 4 {
 		newDriver(t, c, fmt.Sprintf("all-%d", i)).deadLetter(fmt.Sprintf("all-%d", i))
 	}
-	// A filter that matches nothing redrives nothing, and says so.
+	// A filter that matches nothing starts an operation that is done at
+	// once, and says so.
 	r := wf(t, "--addr", addr, "dlq", "redrive", "--all", "--failure-type", "Other").wantCode(t, exitOK)
-	mustContain(t, r.stdout, "No dead letters match failure-type=Other", "audit #")
+	mustContain(t, r.stdout, "No dead letters match failure-type=Other; nothing to redrive (op-1 completed at once · audit #")
 
-	r = wf(t, "--addr", addr, "dlq", "redrive", "--all", "--workflow", "all-0", "--reason", "INC-3").wantCode(t, exitOK)
-	mustContain(t, r.stdout, "redrove all-0/1 (ChargeCard)\n", "redrove 1 of 1 dead letter (0 skipped) · audit #")
-	mustContain(t, r.stderr, "redriving the dead letters with workflow=all-0, paced by the daemon")
-
-	start := time.Now()
-	r = wf(t, "--addr", addr, "--json", "dlq", "redrive", "--all", "--activity-type", "ChargeCard", "--rate", "20").wantCode(t, exitOK)
-	var doc redriveDoc
-	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+	// A dry run lists what would go and how long the rate would take.
+	r = wf(t, "--addr", addr, "dlq", "redrive", "--all", "--activity-type", "ChargeCard", "--dry-run", "--rate", "2").wantCode(t, exitOK)
+	mustContain(t, r.stdout, "WORKFLOW", "all-0", "all-3", "Boom: card processor said 503",
+		"would redrive 4 dead letters (activity-type=ChargeCard) at 2/s: about 1.5s; nothing started")
+	var dry dryRunDoc
+	r = wf(t, "--addr", addr, "--json", "dlq", "redrive", "--all", "--dry-run", "--max-attempts", "3").wantCode(t, exitOK)
+	if err := json.Unmarshal([]byte(r.stdout), &dry); err != nil {
 		t.Fatalf("parse: %v\n%s", err, r.stdout)
 	}
-	if len(doc.Redriven) != 3 || len(doc.Failed) != 0 || doc.Matched != 3 || doc.Count != 3 || doc.Skipped != 0 || doc.AuditID == 0 {
-		t.Fatalf("redrive --all = %s", r.stdout)
+	if dry.Matched != 4 || len(dry.Preview) != 4 || dry.Rate != 50 || dry.Seconds != 0.06 {
+		t.Fatalf("dry run = %s", r.stdout)
 	}
-	seen := map[string]bool{}
-	for _, raw := range doc.Redriven {
-		var ref durablev1.ActivityRef
-		unmarshal(t, string(raw), &ref)
-		seen[ref.GetWorkflowId()+"/"+ref.GetActivityId()] = true
+	r = wf(t, "--addr", addr, "--json", "dlq", "redrive", "--all", "--dry-run", "--workflow", "none").wantCode(t, exitOK)
+	mustContain(t, r.stdout, `"preview": []`)
+
+	// Without --wait, wf says what it started and returns.
+	r = wf(t, "--addr", addr, "dlq", "redrive", "--all", "--workflow", "all-0", "--reason", "INC-3", "--max-attempts", "3").wantCode(t, exitOK)
+	mustContain(t, r.stdout, "started op-2: redriving 1 dead letter (workflow=all-0) at 50/s, with max-attempts=3, at once · audit #",
+		"follow it: wf ops describe op-2 · stop it: wf ops cancel op-2")
+	done, err := c.WaitOperation(context.Background(), "op-2", nil)
+	if err != nil || done.GetReleased() != 1 {
+		t.Fatalf("op-2 = %v, %v", done, err)
 	}
-	if !seen["all-1/1"] || !seen["all-2/1"] || !seen["all-3/1"] {
-		t.Errorf("redriven = %v", seen)
+	if d, _ := c.Describe(context.Background(), "all-0"); d.GetPendingActivities()[0].GetMaxAttempts() != 3 {
+		t.Errorf("all-0 after the edit: %v, want max attempts 3", d.GetPendingActivities()[0])
 	}
-	if r.stderr != "" {
-		t.Errorf("stderr with --json: %s", r.stderr)
+
+	// With --wait, it follows the operation to its end: three letters at
+	// 20/s go out over 100 ms.
+	r = wf(t, "--addr", addr, "--json", "dlq", "redrive", "--all", "--activity-type", "ChargeCard", "--rate", "20", "--wait").wantCode(t, exitOK)
+	var op durablev1.Operation
+	unmarshal(t, r.stdout, &op)
+	if op.GetId() != "op-3" || op.GetState() != durablev1.OperationState_OPERATION_STATE_COMPLETED || op.GetMatched() != 3 || op.GetReleased() != 3 {
+		t.Fatalf("redrive --all --wait = %s", r.stdout)
 	}
-	// Three letters at 20/s are released 50 ms apart.
-	if el := time.Since(start); el < 100*time.Millisecond {
-		t.Errorf("redrive --all took %v, want it paced (≥ 100ms)", el)
+	if took := op.GetFinishedTime().AsTime().Sub(op.GetStartedTime().AsTime()); took < 100*time.Millisecond {
+		t.Errorf("three letters at 20/s took %v, want them paced (≥ 100ms)", took)
 	}
+	mustContain(t, r.stderr, "op-3 running")
 	var left durablev1.ListDeadLettersResponse
 	unmarshal(t, wf(t, "--addr", addr, "--json", "dlq", "list").wantCode(t, exitOK).stdout, &left)
 	if len(left.GetDeadLetters()) != 0 {
 		t.Errorf("dead letters left after redrive --all: %v", left.GetDeadLetters())
+	}
+}
+
+// TestOpsCommands: an operation started slowly is listed, described and
+// cancelled with wf ops, as a table and as JSON; a wf that waits on it
+// exits 1 when it is cancelled; a second cancel and an unknown id exit 1.
+func TestOpsCommands(t *testing.T) {
+	t.Parallel()
+	addr, c := setup(t)
+	for i := range 3 {
+		newDriver(t, c, fmt.Sprintf("ops-%d", i)).deadLetter(fmt.Sprintf("ops-%d", i))
+	}
+	// The first letter goes at once, the next a thousand seconds later.
+	waited := make(chan result, 1)
+	go func() {
+		waited <- wf(t, "--addr", addr, "dlq", "redrive", "--all", "--rate", "0.001", "--reason", "INC-5", "--wait")
+	}()
+	var op *durablev1.Operation
+	deadline := time.Now().Add(10 * time.Second)
+	for op == nil || op.GetReleased() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no operation released its first letter: %v", op)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if ops, err := c.ListOperations(context.Background(), 0); err == nil && len(ops) > 0 {
+			op = ops[0]
+		}
+	}
+	id := op.GetId()
+
+	r := wf(t, "--addr", addr, "ops", "list").wantCode(t, exitOK)
+	mustContain(t, r.stdout, "ID", "STATE", "PROGRESS", id, "running", "1/3 released", "0.001/s", "all", "INC-5", "1 operation")
+	var list opsDoc
+	r = wf(t, "--addr", addr, "--json", "ops", "list").wantCode(t, exitOK)
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Operations) != 1 {
+		t.Fatalf("ops list --json = %s (%v)", r.stdout, err)
+	}
+	r = wf(t, "--addr", addr, "ops", "describe", id).wantCode(t, exitOK)
+	mustContain(t, r.stdout, "Operation:", id, "State:", "running", "Rate:", "0.001 letters/s", "Matched:", "3", "Released:", "1", "Reason:", "INC-5")
+	var described durablev1.Operation
+	unmarshal(t, wf(t, "--addr", addr, "--json", "ops", "describe", id).wantCode(t, exitOK).stdout, &described)
+	if described.GetId() != id || described.GetMatched() != 3 {
+		t.Errorf("ops describe --json = %v", &described)
+	}
+
+	r = wf(t, "--addr", addr, "ops", "cancel", id, "--reason", "wrong idea").wantCode(t, exitOK)
+	mustContain(t, r.stdout, id+" cancelled: 1 of 3 released, 2 left in the dead-letter queue; cancelled by local (wrong idea)")
+	w := <-waited
+	w.wantCode(t, exitFailed)
+	mustContain(t, w.stdout, "started "+id, id+" cancelled: 1 of 3 released")
+
+	r = wf(t, "--addr", addr, "--json", "ops", "cancel", id).wantCode(t, exitFailed)
+	mustContain(t, r.stderr, "is cancelled", "FailedPrecondition")
+	r = wf(t, "--addr", addr, "ops", "describe", "op-99").wantCode(t, exitFailed)
+	mustContain(t, r.stderr, "NotFound")
+	r = wf(t, "--addr", addr, "audit").wantCode(t, exitOK)
+	mustContain(t, r.stdout, "cancel "+id, "kept 2/3", "wrong idea", "bulk redrive "+id, "1/3 ")
+	var dl durablev1.ListDeadLettersResponse
+	unmarshal(t, wf(t, "--addr", addr, "--json", "dlq", "list").wantCode(t, exitOK).stdout, &dl)
+	if len(dl.GetDeadLetters()) != 2 {
+		t.Errorf("%d dead letters after the cancel, want 2", len(dl.GetDeadLetters()))
+	}
+}
+
+// TestRedriveOneWithEdit: the edit flags change the letter's options as it
+// goes back, and wf says how.
+func TestRedriveOneWithEdit(t *testing.T) {
+	t.Parallel()
+	addr, c := setup(t)
+	newDriver(t, c, "edit").deadLetter("edit-1")
+	r := wf(t, "--addr", addr, "dlq", "redrive", "edit-1", "1", "--max-attempts", "4", "--start-to-close", "2m", "--non-retryable", "BadInput, Fraud").wantCode(t, exitOK)
+	mustContain(t, r.stdout, `redrove edit-1/1 (ChargeCard): queued as attempt 1 with max-attempts=4 non-retryable="BadInput,Fraud" start-to-close=2m00s · audit #`)
+	d, err := c.Describe(context.Background(), "edit-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := d.GetPendingActivities()[0]
+	if a.GetMaxAttempts() != 4 || a.GetOptions().GetStartToCloseTimeout().AsDuration() != 2*time.Minute ||
+		strings.Join(a.GetOptions().GetRetryPolicy().GetNonRetryable(), ",") != "BadInput,Fraud" {
+		t.Errorf("after the edit: %v", a)
+	}
+	h, _ := c.History(context.Background(), "edit-1")
+	if ev := h[len(h)-1]; ev.GetType() != durablev1.EventType_EVENT_TYPE_ACTIVITY_REDRIVEN || ev.GetEdit().GetMaxAttempts() != 4 {
+		t.Errorf("last event = %v, want ActivityRedriven with the edit", ev)
 	}
 }
 

@@ -1,8 +1,10 @@
 // Command wf is the scriptable command line of a durable daemon: start
-// workflows, inspect them and their pending activities, list and redrive dead
-// letters, override an activity type's retry policy and timeouts, read the
-// audit log of those actions, follow the live change stream and read
-// activity latency stats.
+// workflows, inspect them, their pending activities and the attempt trail of
+// finished ones, find the activities that hurt across workflows, list, group
+// and redrive dead letters (one, or many through a redrive operation the
+// daemon runs), follow and cancel operations, override an activity type's
+// retry policy and timeouts, read the audit log of those actions, follow the
+// live change stream and read activity latency stats.
 //
 // Every command prints aligned tables for people and, with --json, one JSON
 // document for scripts. Exit codes: 0 ok, 1 the operation failed (a call the
@@ -35,7 +37,7 @@ const (
 )
 
 // defaultTimeout bounds a command unless --timeout says otherwise; watch,
-// start --wait and dlq redrive --all run until done unless --timeout is given.
+// start --wait and dlq redrive --wait run until done unless --timeout is given.
 const defaultTimeout = 30 * time.Second
 
 // getenv is swapped by tests.
@@ -56,7 +58,7 @@ type globals struct {
 func (g *globals) register(fs *flag.FlagSet) {
 	g.conn.RegisterFlags(fs)
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON document for scripts instead of tables")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up after this long (0: 30s, or no limit for watch, start --wait and dlq redrive --all)")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up after this long (0: 30s, or no limit for watch, start --wait and dlq redrive --wait)")
 }
 
 // globalFlags names the global flags, so that a command's --help can list
@@ -87,12 +89,14 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"start", "start a workflow, optionally wait for its result", (*cli).start},
-		{"describe", "show a workflow and its pending activities", (*cli).describe},
+		{"describe", "show a workflow, its pending activities and the attempts of finished ones", (*cli).describe},
 		{"history", "print the events of a workflow", (*cli).history},
 		{"list", "list workflows", (*cli).list},
-		{"dlq", "list and redrive dead-lettered activities", (*cli).dlq},
+		{"activities", "list pending activities across workflows by state, attempt and failure", (*cli).activities},
+		{"dlq", "list, group and redrive dead-lettered activities, one or by operation", (*cli).dlq},
+		{"ops", "list, follow and cancel the operations the daemon runs", (*cli).ops},
 		{"policy", "override an activity type's retry policy and timeouts, no redeploy", (*cli).policy},
-		{"audit", "who redrove or overrode what, when, how many and why", (*cli).audit},
+		{"audit", "who redrove, cancelled or overrode what, when, how many and why", (*cli).audit},
 		{"watch", "follow the daemon's live change stream", (*cli).watch},
 		{"stats", "activity latency percentiles; check a retry policy against them", (*cli).stats},
 	}
@@ -120,7 +124,7 @@ Global flags (accepted before or after the command):
                            when it is not the host in --addr
   --json                   one JSON document for scripts instead of tables
   --timeout D              give up after D (default 30s; watch, start --wait
-                           and dlq redrive --all: no limit)
+                           and dlq redrive --wait: no limit)
 
 Environment (flags win):
   DURABLE_ADDR  DURABLE_TOKEN  DURABLE_TOKEN_FILE  DURABLE_TLS=1
@@ -133,8 +137,13 @@ handshake failures included).
 Examples:
   wf start FlakyDemo --fail-rate 0.5 --activities 3 --wait
   wf describe order-42
+  wf activities --state retrying --min-attempt 3
   wf dlq list --activity-type ChargeCard
-  wf dlq redrive --all --failure-type Timeout --reason "INC-1234: card API back"
+  wf dlq list --group
+  wf dlq redrive --all --failure-type Timeout --dry-run
+  wf dlq redrive --all --failure-type Timeout --rate 20 --reason "INC-1234: card API back"
+  wf ops describe op-3
+  wf ops cancel op-3 --reason "INC-1234: not fixed after all"
   wf policy set ChargeCard --max-attempts 8 --reason "INC-1234: card API flapping"
   wf stats --since 7d --check-policy
   wf audit --since 24h
@@ -151,7 +160,7 @@ Run 'wf COMMAND --help' for the flags and examples of a command.
 func printMainUsage(w io.Writer) {
 	var b strings.Builder
 	for _, cmd := range commands() {
-		fmt.Fprintf(&b, "  %-9s %s\n", cmd.name, cmd.summary)
+		fmt.Fprintf(&b, "  %-11s %s\n", cmd.name, cmd.summary)
 	}
 	fmt.Fprintf(w, mainUsage, b.String(), client.DefaultAddr)
 }

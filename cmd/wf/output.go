@@ -206,9 +206,13 @@ func plural(n int, one, many string) string {
 
 // filterText writes a dead-letter filter the way wf's flags spell it, or
 // "all" when it selects every letter.
-func filterText(workflowID, activityType, failureType string) string {
+func filterText(f *durablev1.DeadLetterFilter) string {
 	var parts []string
-	for _, p := range [][2]string{{"workflow", workflowID}, {"activity-type", activityType}, {"failure-type", failureType}} {
+	for _, p := range [][2]string{
+		{"workflow", f.GetWorkflowId()}, {"activity-type", f.GetActivityType()}, {"failure-type", f.GetFailureType()},
+		{"fingerprint", f.GetFailureFingerprint()},
+		{"dead-after", instantText(f.GetDeadLetteredAfter())}, {"dead-before", instantText(f.GetDeadLetteredBefore())},
+	} {
 		if p[1] != "" {
 			parts = append(parts, p[0]+"="+p[1])
 		}
@@ -217,4 +221,12 @@ func filterText(workflowID, activityType, failureType string) string {
 		return "all"
 	}
 	return strings.Join(parts, " ")
+}
+
+// instantText is an RFC 3339 time in UTC, empty when unset.
+func instantText(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return ""
+	}
+	return t.AsTime().UTC().Format(time.RFC3339)
 }

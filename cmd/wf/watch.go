@@ -114,9 +114,12 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 	for _, r := range ev.GetRemoved() {
 		lines = append(lines, fmt.Sprintf("activity %s/%s", r.GetWorkflowId(), r.GetActivityId()))
 	}
+	for _, op := range ev.GetOperations() {
+		lines = append(lines, fmt.Sprintf("operation %s %s %s %s", op.GetId(), opState(op.GetState()), opProgress(op), cut(opSelection(op), 60)))
+	}
 	for _, r := range ev.GetAuditRecords() {
 		line := fmt.Sprintf("audit #%d %s (%s) %s %s %s", r.GetId(), r.GetPrincipal(), r.GetRole(),
-			auditAction(r.GetRpc()), auditCount(r), cut(auditSelection(r), 60))
+			auditAction(r), auditCount(r), cut(auditSelection(r), 60))
 		if r.GetReason() != "" {
 			line += " reason: " + cut(r.GetReason(), 60)
 		}

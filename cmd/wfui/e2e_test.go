@@ -130,9 +130,10 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 	tmux("send-keys", "-t", session, "R")
 	waitUntil(t, 10*time.Second, "the confirmation", func() bool { return strings.Contains(screen(), "Redrive 3 dead letters?") })
 	tmux("send-keys", "-t", session, "y")
-	// One bulk call: the daemon answers with its count and audit record.
-	waitUntil(t, 30*time.Second, "the redrive's outcome", func() bool {
-		return strings.Contains(screen(), "redrove 3 of 3 dead letters · 0 skipped · audit record #")
+	// One bulk call: the daemon answers at once with the operation it
+	// started and its audit record, and releases the letters on its own.
+	waitUntil(t, 30*time.Second, "the redrive's operation", func() bool {
+		return strings.Contains(screen(), "started op-1: redriving 3 dead letters at 50/s · audit record #")
 	})
 
 	waitUntil(t, 60*time.Second, "the workflow completes", func() bool {

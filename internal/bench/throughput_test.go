@@ -3,6 +3,7 @@
 // the raw protocol, so the figure is the engine's, not an SDK's.
 //
 //	go test -run '^$' -bench ActivityThroughput -benchtime 20000x ./internal/bench
+//	go test -run '^$' -bench RedriveRate -benchtime 5x ./internal/bench
 package bench
 
 import (
@@ -27,6 +28,7 @@ import (
 	"github.com/tinyllm/durable/client"
 	"github.com/tinyllm/durable/engine"
 	"github.com/tinyllm/durable/internal/testcert"
+	"github.com/tinyllm/durable/internal/testdaemon"
 	"github.com/tinyllm/durable/internal/tlsfile"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/server"
@@ -53,7 +55,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testdaemon.Cleanup()
+	os.Exit(code)
 }
 
 // BenchmarkActivityThroughput runs b.N activities through schedule → poll →

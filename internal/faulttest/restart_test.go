@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/tinyllm/durable/internal/testdaemon"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -37,6 +38,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	testdaemon.Cleanup()
 	os.Exit(code)
 }
 

@@ -2,11 +2,13 @@
 // store with serializable transactions.
 //
 // Every record (workflow, history event, activity, timer, latency histogram)
-// lives under its own key, protobuf-encoded. Beside the records sit three
-// indexes whose entries are derived from the records by the engine's
-// QueueEntryOf, TimersOf, WorkflowQueueEntryOf, WorkflowTimersOf, UserTimerOf
-// and IsDeadLetter: task queues ordered by due time, all timers ordered by due
-// time, and dead letters ordered by when they were dead-lettered. A write
+// lives under its own key, protobuf-encoded. Beside the records sit indexes
+// whose entries are derived from the records by the engine's QueueEntryOf,
+// TimersOf, WorkflowQueueEntryOf, WorkflowTimersOf, UserTimerOf and
+// IsDeadLetter: task queues ordered by due time, all timers ordered by due
+// time, dead letters ordered by when they were dead-lettered, pending
+// activities by state and type, and finished activities (kept with their
+// attempt trail for a retention) by when they finished. A write
 // replaces a record and its index entries in the same transaction, so the
 // indexes never disagree with the records, also after a crash. The layout of
 // every key is in keys.go.

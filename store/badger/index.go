@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
 
@@ -15,10 +16,14 @@ import (
 // engine's functions, so that replacing a record knows exactly which entries
 // to remove: those of the old record as read in the same transaction.
 
-// activityIndexKeys returns the queue, timer and dead-letter keys an activity
-// record implies.
+// activityIndexKeys returns the queue, timer, dead-letter and state keys an
+// activity record implies.
 func activityIndexKeys(a *durablev1.ActivityRecord) [][]byte {
+	in := a.GetInfo()
 	var keys [][]byte
+	if in.GetState() != durablev1.ActivityState_ACTIVITY_STATE_UNSPECIFIED {
+		keys = append(keys, activityStateKey(in.GetState(), in.GetActivityType(), in.GetWorkflowId(), in.GetActivityId()))
+	}
 	if e, ok := engine.QueueEntryOf(a); ok {
 		keys = append(keys, queueKey(e))
 	}
@@ -26,7 +31,6 @@ func activityIndexKeys(a *durablev1.ActivityRecord) [][]byte {
 		keys = append(keys, timerIndexKey(tm))
 	}
 	if engine.IsDeadLetter(a) {
-		in := a.GetInfo()
 		keys = append(keys, deadLetterKey(in.GetDeadLetteredTime().AsTime(), in.GetWorkflowId(), in.GetActivityId()))
 	}
 	return keys
@@ -131,30 +135,44 @@ func (t *tx) DueTimers(limit int) ([]engine.Timer, error) {
 	return out, nil
 }
 
-// DeadLetters walks the dead-letter index. The cursor is an index key; one
-// that is not (a corrupt or foreign page token) is an *engine.InvalidError.
+// DeadLetters walks the whole dead-letter index.
 func (t *tx) DeadLetters(after []byte, fn func(*durablev1.ActivityRecord) bool) ([]byte, error) {
+	return t.DeadLettersIn(engine.TimeRange{}, after, fn)
+}
+
+// DeadLettersIn walks the dead-letter index from r.From (or the cursor, if
+// it is further) to r.Before. The cursor is an index key; one that is not (a
+// corrupt or foreign page token) is an *engine.InvalidError.
+func (t *tx) DeadLettersIn(r engine.TimeRange, after []byte, fn func(*durablev1.ActivityRecord) bool) ([]byte, error) {
 	prefix := []byte{prefixDeadLetter}
 	if after != nil {
 		if _, err := decodeDeadLetterKey(after); err != nil {
 			return nil, &engine.InvalidError{Field: "next_page_token", Reason: "not a dead-letter cursor"}
 		}
 	}
+	seek := after
+	if !r.From.IsZero() {
+		if from := appendTime(bytes.Clone(prefix), r.From); bytes.Compare(from, seek) > 0 {
+			seek = from
+		}
+	}
+	var end []byte
+	if !r.Before.IsZero() {
+		end = appendTime(bytes.Clone(prefix), r.Before)
+	}
 	var last []byte
-	err := t.eachKey(prefix, after, func(k []byte) (bool, error) {
+	err := t.eachKey(prefix, seek, func(k []byte) (bool, error) {
 		if after != nil && bytes.Equal(k, after) {
 			return true, nil
+		}
+		if end != nil && bytes.Compare(k, end) >= 0 {
+			return false, nil
 		}
 		ref, err := decodeDeadLetterKey(k)
 		if err != nil {
 			return false, err
 		}
-		a, err := t.GetActivity(ref.workflowID, ref.activityID)
-		if errors.Is(err, engine.ErrNotFound) {
-			// The index and the record change in one transaction, so this
-			// is a bug, not a race; say so rather than skip silently.
-			return false, fmt.Errorf("dead-letter index names a missing activity %s/%s: %w", ref.workflowID, ref.activityID, errCorrupt)
-		}
+		a, err := t.indexed(ref.workflowID, ref.activityID, "dead-letter")
 		if err != nil {
 			return false, err
 		}
@@ -165,4 +183,78 @@ func (t *tx) DeadLetters(after []byte, fn func(*durablev1.ActivityRecord) bool) 
 		return nil, fmt.Errorf("dead letters: %w", err)
 	}
 	return last, nil
+}
+
+// ActivitiesByState walks the state index over the ranges r names, one
+// state after another. The cursor is an index key inside r; anything else
+// (a corrupt token, or one of a query for another state or type) is an
+// *engine.InvalidError rather than a silently empty page.
+func (t *tx) ActivitiesByState(r engine.StateRange, after []byte, fn func(*durablev1.ActivityRecord) bool) ([]byte, error) {
+	withType := r.ActivityType != ""
+	if err := checkPart("activity_type", r.ActivityType); err != nil {
+		return nil, err
+	}
+	states := []durablev1.ActivityState{r.State}
+	if r.State == durablev1.ActivityState_ACTIVITY_STATE_UNSPECIFIED {
+		states = states[:0]
+		for v := range durablev1.ActivityState_name {
+			if s := durablev1.ActivityState(v); s != durablev1.ActivityState_ACTIVITY_STATE_UNSPECIFIED {
+				states = append(states, s)
+			}
+		}
+		slices.Sort(states)
+	}
+	if after != nil {
+		ref, err := decodeActivityStateKey(after)
+		if err != nil || !slices.Contains(states, ref.state) || withType && ref.activityType != r.ActivityType {
+			return nil, &engine.InvalidError{Field: "next_page_token", Reason: "not a page token of this query"}
+		}
+	}
+	var last []byte
+	for _, st := range states {
+		prefix := activityStatePrefix(st, r.ActivityType, withType)
+		seek := prefix
+		switch {
+		case after == nil:
+		case bytes.HasPrefix(after, prefix):
+			seek = after
+		case bytes.Compare(after, prefix) > 0:
+			continue // the cursor is past this state's range
+		}
+		more := true
+		err := t.eachKey(prefix, seek, func(k []byte) (bool, error) {
+			if after != nil && bytes.Equal(k, after) {
+				return true, nil
+			}
+			ref, err := decodeActivityStateKey(k)
+			if err != nil {
+				return false, err
+			}
+			a, err := t.indexed(ref.workflowID, ref.activityID, "activity state")
+			if err != nil {
+				return false, err
+			}
+			last = bytes.Clone(k)
+			more = fn(a)
+			return more, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("activities by state: %w", err)
+		}
+		if !more {
+			break
+		}
+	}
+	return last, nil
+}
+
+// indexed reads the activity an index entry names. The index and the record
+// change in one transaction, so a missing record is a bug, not a race: say
+// so rather than skip it silently.
+func (t *tx) indexed(workflowID, activityID, index string) (*durablev1.ActivityRecord, error) {
+	a, err := t.GetActivity(workflowID, activityID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, fmt.Errorf("%s index names a missing activity %s/%s: %w", index, workflowID, activityID, errCorrupt)
+	}
+	return a, err
 }

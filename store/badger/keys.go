@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
 // Key layout. The first byte of every key names its table; everything after it
@@ -48,6 +49,13 @@ const (
 	// activity_id:rest → empty. Oldest dead letter first; the whole key is
 	// the DeadLetters cursor.
 	prefixDeadLetter byte = 0x12
+	// prefixActivityState: 0x13 | state:u8 | activity_type:s16 |
+	// workflow_id:s16 | activity_id:rest → empty.
+	// Every pending activity under its state (the ActivityState enum value)
+	// and type, so that ListActivities reads the activities of one state, or
+	// of one state and type, without a scan of workflows. The whole key is
+	// the ActivitiesByState cursor.
+	prefixActivityState byte = 0x13
 
 	// prefixLatency: 0x20 | activity_type:rest → LatencyRecord, the type's
 	// all-time record: attempts of hours past the stats retention, and the
@@ -68,10 +76,30 @@ const (
 	// is the AuditRecords cursor.
 	prefixAudit byte = 0x40
 
+	// prefixOperation: 0x50 | seq:i64 → OperationRecord.
+	// Operations by the number in their id, which grows with each one
+	// started: oldest first in key order, read newest first with a reverse
+	// iterator. The whole key is the Operations cursor.
+	prefixOperation byte = 0x50
+	// prefixOperationItem: 0x51 | seq:i64 | index:i64 → ActivityRef.
+	// The work list of one operation: the letters it selected when it
+	// started, in the order it releases them.
+	prefixOperationItem byte = 0x51
+
 	// prefixPolicyOverride: 0x60 | activity_type:s16 | task_queue:rest →
 	// PolicyOverride. The override for every queue of a type (task_queue
 	// empty) sorts first in the type's range.
 	prefixPolicyOverride byte = 0x60
+
+	// prefixFinished: 0x70 | workflow_id:s16 | activity_id:rest →
+	// FinishedActivity. An activity that completed, failed or was pending
+	// when its workflow closed, with its attempt trail, kept for the attempt
+	// retention; a workflow's are one range.
+	prefixFinished byte = 0x70
+	// prefixFinishedTime: 0x71 | finished:t64 | workflow_id:s16 |
+	// activity_id:rest → empty. The finished activities oldest first, which
+	// retention deletes from the front.
+	prefixFinishedTime byte = 0x71
 )
 
 // maxPartLen bounds every id, queue name and activity type the store keys on.
@@ -186,6 +214,80 @@ func deadLetterKey(deadLettered time.Time, workflowID, activityID string) []byte
 	return append(k, activityID...)
 }
 
+// activityStatePrefix is the range of one state, or with a type, of one
+// state and type.
+func activityStatePrefix(state durablev1.ActivityState, activityType string, withType bool) []byte {
+	k := append(newKey(prefixActivityState, 1+2+len(activityType)), byte(state))
+	if withType {
+		k = appendS16(k, activityType)
+	}
+	return k
+}
+
+func activityStateKey(state durablev1.ActivityState, activityType, workflowID, activityID string) []byte {
+	k := activityStatePrefix(state, activityType, true)
+	k = appendS16(k, workflowID)
+	return append(k, activityID...)
+}
+
+// activityStateRef is what an activity state index key holds.
+type activityStateRef struct {
+	state        durablev1.ActivityState
+	activityType string
+	workflowID   string
+	activityID   string
+}
+
+func decodeActivityStateKey(k []byte) (activityStateRef, error) {
+	r := keyReader{b: k}
+	r.expect(prefixActivityState)
+	var a activityStateRef
+	a.state = durablev1.ActivityState(r.u8())
+	a.activityType = r.s16()
+	a.workflowID = r.s16()
+	a.activityID = r.rest()
+	if r.err != nil {
+		return activityStateRef{}, fmt.Errorf("activity state key %x: %w", k, r.err)
+	}
+	return a, nil
+}
+
+// finishedPrefix is the range of one workflow's finished activities.
+func finishedPrefix(workflowID string) []byte {
+	return appendS16(newKey(prefixFinished, 2+len(workflowID)), workflowID)
+}
+
+func finishedKey(workflowID, activityID string) []byte {
+	return append(finishedPrefix(workflowID), activityID...)
+}
+
+func finishedTimeKey(finished time.Time, workflowID, activityID string) []byte {
+	k := newKey(prefixFinishedTime, 8+2+len(workflowID)+len(activityID))
+	k = appendTime(k, finished)
+	k = appendS16(k, workflowID)
+	return append(k, activityID...)
+}
+
+// finishedRef is what a finished-time index key holds.
+type finishedRef struct {
+	finished   time.Time
+	workflowID string
+	activityID string
+}
+
+func decodeFinishedTimeKey(k []byte) (finishedRef, error) {
+	r := keyReader{b: k}
+	r.expect(prefixFinishedTime)
+	var f finishedRef
+	f.finished = r.time()
+	f.workflowID = r.s16()
+	f.activityID = r.rest()
+	if r.err != nil {
+		return finishedRef{}, fmt.Errorf("finished time key %x: %w", k, r.err)
+	}
+	return f, nil
+}
+
 func latencyKey(activityType string) []byte {
 	return append(newKey(prefixLatency, len(activityType)), activityType...)
 }
@@ -215,6 +317,13 @@ func counterKey() []byte { return []byte{prefixCounter} }
 func auditKey(t time.Time, id int64) []byte {
 	return appendI64(appendTime(newKey(prefixAudit, 16), t), id)
 }
+
+func operationKey(seq int64) []byte { return appendI64(newKey(prefixOperation, 8), seq) }
+
+// operationItemPrefix is the range of one operation's work list.
+func operationItemPrefix(seq int64) []byte { return appendI64(newKey(prefixOperationItem, 16), seq) }
+
+func operationItemKey(seq, index int64) []byte { return appendI64(operationItemPrefix(seq), index) }
 
 // keyReader decodes a key part by part; the first failure sticks in err.
 type keyReader struct {
@@ -329,6 +438,20 @@ func decodeDeadLetterKey(k []byte) (deadLetterRef, error) {
 		return deadLetterRef{}, fmt.Errorf("dead-letter key %x: %w", k, r.err)
 	}
 	return d, nil
+}
+
+// decodeOperationItemKey returns the operation and index an item key names.
+func decodeOperationItemKey(k []byte) (seq, index int64, err error) {
+	r := keyReader{b: k}
+	r.expect(prefixOperationItem)
+	seq, index = r.i64(), r.i64()
+	if r.err == nil && len(r.b) != 0 {
+		r.fail()
+	}
+	if r.err != nil {
+		return 0, 0, fmt.Errorf("operation item key %x: %w", k, r.err)
+	}
+	return seq, index, nil
 }
 
 // latencyHourRef is what an hourly latency key holds.

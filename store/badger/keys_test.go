@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
 var keyT0 = time.Date(2031, 5, 6, 7, 8, 9, 123456789, time.UTC)
@@ -74,6 +75,56 @@ func TestDeadLetterKey_RoundTrip(t *testing.T) {
 	}
 }
 
+func TestActivityStateKey_RoundTrip(t *testing.T) {
+	t.Parallel()
+	k := activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "Charge", "wf/1", "act/2")
+	if !bytes.HasPrefix(k, activityStatePrefix(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "Charge", true)) ||
+		!bytes.HasPrefix(k, activityStatePrefix(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "", false)) {
+		t.Fatalf("key %x lacks its state or type prefix", k)
+	}
+	got, err := decodeActivityStateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := activityStateRef{state: durablev1.ActivityState_ACTIVITY_STATE_RETRYING, activityType: "Charge", workflowID: "wf/1", activityID: "act/2"}
+	if got != want {
+		t.Errorf("decoded %+v, want %+v", got, want)
+	}
+}
+
+func TestFinishedKeys_RoundTrip(t *testing.T) {
+	t.Parallel()
+	got, err := decodeFinishedTimeKey(finishedTimeKey(keyT0, "wf-1", "act/2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.finished.Equal(keyT0) || got.workflowID != "wf-1" || got.activityID != "act/2" {
+		t.Errorf("decoded %+v", got)
+	}
+	if k := finishedKey("wf-1", "act/2"); !bytes.HasPrefix(k, finishedPrefix("wf-1")) {
+		t.Errorf("finished key %x lacks its workflow's prefix", k)
+	}
+}
+
+func TestOperationItemKey_RoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, c := range [][2]int64{{1, 0}, {42, 7}, {1 << 40, 1<<62 + 3}} {
+		k := operationItemKey(c[0], c[1])
+		if !bytes.HasPrefix(k, operationItemPrefix(c[0])) {
+			t.Fatalf("key %x lacks its operation's prefix", k)
+		}
+		seq, index, err := decodeOperationItemKey(k)
+		if err != nil || seq != c[0] || index != c[1] {
+			t.Errorf("decoded (%d, %d, %v), want (%d, %d)", seq, index, err, c[0], c[1])
+		}
+	}
+	for _, k := range [][]byte{nil, operationKey(1), operationItemKey(1, 2)[:12], append(operationItemKey(1, 2), 'x')} {
+		if _, _, err := decodeOperationItemKey(k); !errors.Is(err, errCorrupt) {
+			t.Errorf("decodeOperationItemKey(%x): err = %v, want errCorrupt", k, err)
+		}
+	}
+}
+
 func TestLatencyHourKey_RoundTrip(t *testing.T) {
 	t.Parallel()
 	hour := keyT0.Truncate(time.Hour)
@@ -119,9 +170,10 @@ func TestCounterValue_RoundTrip(t *testing.T) {
 
 // TestKeys_SortByValue checks that byte order of each key kind is the order
 // the store promises: due time, then seq (queues); due time (timers); event id
-// (history); dead-lettered time (dead letters); hour within a type (latency);
-// queue within a type, every queue first (overrides). Length-prefixed parts
-// sort shorter first, which only groups, never splits, one value's range.
+// (history); dead-lettered time (dead letters); seq (operations), then index
+// (work items); hour within a type (latency); queue within a type, every
+// queue first (overrides). Length-prefixed parts sort shorter first, which
+// only groups, never splits, one value's range.
 func TestKeys_SortByValue(t *testing.T) {
 	t.Parallel()
 	q := func(due time.Duration, seq int64, wf string) []byte {
@@ -151,6 +203,24 @@ func TestKeys_SortByValue(t *testing.T) {
 			deadLetterKey(keyT0.Add(time.Microsecond), "a", "a"), deadLetterKey(keyT0.Add(time.Hour), "a", "a"),
 		}},
 		{"WorkflowsByID", [][]byte{workflowKey(""), workflowKey("a"), workflowKey("a-1"), workflowKey("ab"), workflowKey("b")}},
+		{"OperationsBySeq", [][]byte{operationKey(-1), operationKey(1), operationKey(2), operationKey(255), operationKey(256), operationKey(1 << 40)}},
+		{"OperationItemsBySeqThenIndex", [][]byte{
+			operationItemKey(1, 0), operationItemKey(1, 1), operationItemKey(1, 255), operationItemKey(1, 256), operationItemKey(1, 1<<40),
+			operationItemKey(2, 0), operationItemKey(256, 0),
+		}},
+		{"ActivityStateByStateThenType", [][]byte{
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, "Zzz", "z", "z"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "A", "z", "z"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "B", "a", "a"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "B", "b", "a"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "B", "b", "b"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "AA", "a", "a"),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED, "A", "a", "a"),
+		}},
+		{"FinishedByTime", [][]byte{
+			finishedTimeKey(time.Time{}, "z", "z"), finishedTimeKey(keyT0, "z", "z"),
+			finishedTimeKey(keyT0.Add(time.Nanosecond), "a", "a"), finishedTimeKey(keyT0.Add(24*time.Hour), "a", "a"),
+		}},
 		{"LatencyHoursByTypeThenHour", [][]byte{
 			latencyHourKey("A", time.Time{}), latencyHourKey("A", keyT0), latencyHourKey("A", keyT0.Add(time.Hour)),
 			latencyTypeEnd("A"), latencyHourKey("B", time.Time{}), latencyHourKey("AB", keyT0),
@@ -194,6 +264,13 @@ func TestKeys_PrefixesDoNotOverlap(t *testing.T) {
 		{"QueueOfOtherKind", queuePrefix(engine.ActivityTask, "q"), queueKey(engine.QueueEntry{Kind: engine.WorkflowTask, Queue: "q"})},
 		{"LatencyOfLongerType", latencyTypePrefix("A"), latencyHourKey("AB", keyT0)},
 		{"OverridesOfLongerType", policyOverrideKey("A", ""), policyOverrideKey("AB", "")},
+		{"ItemsOfOtherOperation", operationItemPrefix(1), operationItemKey(2, 1)},
+		{"ItemsOfOperationWithHigherByte", operationItemPrefix(1), operationItemKey(256+1, 0)},
+		{"StateOfLongerType", activityStatePrefix(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "Charge", true),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "ChargeCard", "w", "a")},
+		{"StateOfOtherState", activityStatePrefix(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "", false),
+			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED, "Charge", "w", "a")},
+		{"FinishedOfLongerID", finishedPrefix("wf"), finishedKey("wf1", "1")},
 	}
 	for _, tt := range tests {
 		if bytes.HasPrefix(tt.key, tt.prefix) {
@@ -232,6 +309,15 @@ func TestDecode_RejectsMalformedKeys(t *testing.T) {
 	}
 	if _, err := decodeDeadLetterKey(workflowKey("w")); !errors.Is(err, errCorrupt) {
 		t.Errorf("decodeDeadLetterKey(workflow key): err = %v, want errCorrupt", err)
+	}
+	if _, err := decodeActivityStateKey(deadLetterKey(keyT0, "w", "a")); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeActivityStateKey(dead-letter key): err = %v, want errCorrupt", err)
+	}
+	if _, err := decodeActivityStateKey([]byte{prefixActivityState, 2, 0, 9, 'a'}); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeActivityStateKey(short): err = %v, want errCorrupt", err)
+	}
+	if _, err := decodeFinishedTimeKey(finishedKey("w", "a")); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeFinishedTimeKey(finished record key): err = %v, want errCorrupt", err)
 	}
 	if _, err := decodeTimerIndexKey([]byte{prefixTimerIndex, 1, 2}); !errors.Is(err, errCorrupt) {
 		t.Errorf("decodeTimerIndexKey(short): err = %v, want errCorrupt", err)

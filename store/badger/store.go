@@ -80,6 +80,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if !opts.InMemory && !opts.NoSync {
 		s.sync = newGroupSync(db.Sync)
 	}
+	if err := s.backfillStateIndex(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -47,6 +47,14 @@ func runStoreSuite(t *testing.T, open func(t *testing.T) engine.Store, reopen fu
 		{"LatencyHoursWindow", testLatencyHoursWindow},
 		{"LatencyHoursTrim", testLatencyHoursTrim},
 		{"PolicyOverrides", testPolicyOverrides},
+		{"GetAudit", testGetAudit},
+		{"OperationsNewestFirstAndPaged", testOperationsNewestFirstAndPaged},
+		{"OperationItemsInOrder", testOperationItemsInOrder},
+		{"StateIndexFollowsTheRecord", testStateIndexFollowsTheRecord},
+		{"ActivitiesByStateRangesAndCursor", testActivitiesByStateRangesAndCursor},
+		{"DeadLettersInSeeksTheTimeRange", testDeadLettersInSeeksTheTimeRange},
+		{"FinishedActivitiesRoundTrip", testFinishedActivitiesRoundTrip},
+		{"FinishedDeleteBefore", testFinishedDeleteBefore},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -233,9 +241,14 @@ func checkIndexes(t *testing.T, s *Store) {
 			var keys [][]byte
 			var err error
 			switch k[0] {
-			case prefixQueue, prefixTimerIndex, prefixDeadLetter:
+			case prefixQueue, prefixTimerIndex, prefixDeadLetter, prefixActivityState, prefixFinishedTime:
 				got[string(k)] = true
 				continue
+			case prefixFinished:
+				f := new(durablev1.FinishedActivity)
+				err = item.Value(func(v []byte) error { return proto.Unmarshal(v, f) })
+				in := f.GetActivity()
+				keys = [][]byte{finishedTimeKey(f.GetFinishedTime().AsTime(), in.GetWorkflowId(), in.GetActivityId())}
 			case prefixWorkflow:
 				w := new(durablev1.WorkflowRecord)
 				err = item.Value(func(v []byte) error { return proto.Unmarshal(v, w) })

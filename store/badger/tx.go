@@ -374,6 +374,113 @@ func (t *tx) DeleteAuditBefore(before time.Time, limit int) (int, error) {
 	return len(keys), nil
 }
 
+func (t *tx) GetAudit(at time.Time, id int64) (*durablev1.AuditRecord, error) {
+	r := new(durablev1.AuditRecord)
+	if err := t.get(auditKey(at, id), r); err != nil {
+		return nil, fmt.Errorf("audit record %d: %w", id, err)
+	}
+	return r, nil
+}
+
+func (t *tx) GetOperation(seq int64) (*durablev1.OperationRecord, error) {
+	r := new(durablev1.OperationRecord)
+	if err := t.get(operationKey(seq), r); err != nil {
+		return nil, fmt.Errorf("operation %d: %w", seq, err)
+	}
+	return r, nil
+}
+
+func (t *tx) PutOperation(r *durablev1.OperationRecord) error {
+	if err := t.put(operationKey(r.GetSeq()), r); err != nil {
+		return fmt.Errorf("put operation %d: %w", r.GetSeq(), err)
+	}
+	return nil
+}
+
+func (t *tx) DeleteOperation(seq int64) error {
+	if err := t.txn.Delete(operationKey(seq)); err != nil {
+		return fmt.Errorf("delete operation %d: %w", seq, err)
+	}
+	return nil
+}
+
+func (t *tx) Operations(after []byte, fn func(*durablev1.OperationRecord) bool) ([]byte, error) {
+	if len(after) > 0 && (after[0] != prefixOperation || len(after) != 9) {
+		return nil, &engine.InvalidError{Field: "next_page_token", Reason: "is not a page token of the operations list"}
+	}
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: []byte{prefixOperation}, Reverse: true, PrefetchValues: true, PrefetchSize: 16})
+	defer it.Close()
+	// As in AuditRecords: past the end of the table for the newest, the
+	// cursor itself (skipped below) for the next page.
+	seek := []byte{prefixOperation, 0xff}
+	if len(after) > 0 {
+		seek = after
+	}
+	var last []byte
+	for it.Seek(seek); it.Valid(); it.Next() {
+		item := it.Item()
+		if len(after) > 0 && string(item.Key()) == string(after) {
+			continue
+		}
+		r := new(durablev1.OperationRecord)
+		if err := item.Value(func(v []byte) error { return unmarshal(item.Key(), v, r) }); err != nil {
+			return nil, err
+		}
+		last = item.KeyCopy(nil)
+		if !fn(r) {
+			break
+		}
+	}
+	return last, nil
+}
+
+func (t *tx) PutOperationItems(seq, from int64, refs []*durablev1.ActivityRef) error {
+	for i, ref := range refs {
+		if err := t.put(operationItemKey(seq, from+int64(i)), ref); err != nil {
+			return fmt.Errorf("put item %d of operation %d: %w", from+int64(i), seq, err)
+		}
+	}
+	return nil
+}
+
+func (t *tx) OperationItems(seq, from int64, limit int) ([]*durablev1.ActivityRef, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: operationItemPrefix(seq), PrefetchValues: true, PrefetchSize: min(limit, 100)})
+	defer it.Close()
+	var out []*durablev1.ActivityRef
+	for it.Seek(operationItemKey(seq, from)); it.Valid() && len(out) < limit; it.Next() {
+		item := it.Item()
+		// The work list is written whole when the operation starts, so a
+		// gap means the store lost a key.
+		if _, index, err := decodeOperationItemKey(item.Key()); err != nil || index != from+int64(len(out)) {
+			return nil, fmt.Errorf("work list of operation %d: item %d missing: %w", seq, from+int64(len(out)), errCorrupt)
+		}
+		ref := new(durablev1.ActivityRef)
+		if err := item.Value(func(v []byte) error { return unmarshal(item.Key(), v, ref) }); err != nil {
+			return nil, err
+		}
+		out = append(out, ref)
+	}
+	return out, nil
+}
+
+func (t *tx) DeleteOperationItems(seq int64, limit int) (int, error) {
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: operationItemPrefix(seq)})
+	var keys [][]byte
+	for it.Rewind(); it.Valid() && len(keys) < limit; it.Next() {
+		keys = append(keys, it.Item().KeyCopy(nil))
+	}
+	it.Close()
+	for _, k := range keys {
+		if err := t.txn.Delete(k); err != nil {
+			return 0, fmt.Errorf("delete item of operation %d: %w", seq, err)
+		}
+	}
+	return len(keys), nil
+}
+
 // Counter returns the engine's id sequence; a new store starts at 0.
 func (t *tx) Counter() (int64, error) {
 	item, err := t.txn.Get(counterKey())

@@ -3416,11 +3416,6 @@ type RedriveDeadLettersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How many letters the filter or the list selected.
 	Matched int64 `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
-	// The letters put back so far, the first 10,000 (the synchronous redrive
-	// of the last version; an operation reports its progress instead).
-	Redriven []*ActivityRef `protobuf:"bytes,2,rep,name=redriven,proto3" json:"redriven,omitempty"`
-	Skipped  int64          `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
-	Count    int64          `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
 	// The audit record of the operation's start.
 	AuditId int64 `protobuf:"varint,4,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
 	// The operation releasing them; unset on a dry run.
@@ -3464,27 +3459,6 @@ func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
 func (x *RedriveDeadLettersResponse) GetMatched() int64 {
 	if x != nil {
 		return x.Matched
-	}
-	return 0
-}
-
-func (x *RedriveDeadLettersResponse) GetRedriven() []*ActivityRef {
-	if x != nil {
-		return x.Redriven
-	}
-	return nil
-}
-
-func (x *RedriveDeadLettersResponse) GetSkipped() int64 {
-	if x != nil {
-		return x.Skipped
-	}
-	return 0
-}
-
-func (x *RedriveDeadLettersResponse) GetCount() int64 {
-	if x != nil {
-		return x.Count
 	}
 	return 0
 }
@@ -5423,15 +5397,12 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x04rate\x18\x03 \x01(\x01R\x04rate\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x17\n" +
 	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12,\n" +
-	"\x04edit\x18\x06 \x01(\v2\x18.durable.v1.OptionsPatchR\x04edit\"\xa2\x02\n" +
+	"\x04edit\x18\x06 \x01(\v2\x18.durable.v1.OptionsPatchR\x04edit\"\xe9\x01\n" +
 	"\x1aRedriveDeadLettersResponse\x12\x18\n" +
-	"\amatched\x18\x01 \x01(\x03R\amatched\x123\n" +
-	"\bredriven\x18\x02 \x03(\v2\x17.durable.v1.ActivityRefR\bredriven\x12\x18\n" +
-	"\askipped\x18\x03 \x01(\x03R\askipped\x12\x14\n" +
-	"\x05count\x18\x05 \x01(\x03R\x05count\x12\x19\n" +
+	"\amatched\x18\x01 \x01(\x03R\amatched\x12\x19\n" +
 	"\baudit_id\x18\x04 \x01(\x03R\aauditId\x123\n" +
 	"\toperation\x18\x06 \x01(\v2\x15.durable.v1.OperationR\toperation\x125\n" +
-	"\apreview\x18\a \x03(\v2\x1b.durable.v1.PendingActivityR\apreview\"\xac\x05\n" +
+	"\apreview\x18\a \x03(\v2\x1b.durable.v1.PendingActivityR\apreviewJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04J\x04\b\x05\x10\x06R\bredrivenR\askippedR\x05count\"\xac\x05\n" +
 	"\tOperation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x120\n" +
@@ -5795,97 +5766,96 @@ var file_durable_v1_durable_proto_depIdxs = []int32{
 	40,  // 63: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
 	62,  // 64: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
 	41,  // 65: durable.v1.RedriveDeadLettersRequest.edit:type_name -> durable.v1.OptionsPatch
-	62,  // 66: durable.v1.RedriveDeadLettersResponse.redriven:type_name -> durable.v1.ActivityRef
-	45,  // 67: durable.v1.RedriveDeadLettersResponse.operation:type_name -> durable.v1.Operation
-	13,  // 68: durable.v1.RedriveDeadLettersResponse.preview:type_name -> durable.v1.PendingActivity
-	4,   // 69: durable.v1.Operation.state:type_name -> durable.v1.OperationState
-	40,  // 70: durable.v1.Operation.filter:type_name -> durable.v1.DeadLetterFilter
-	41,  // 71: durable.v1.Operation.edit:type_name -> durable.v1.OptionsPatch
-	68,  // 72: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
-	68,  // 73: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
-	45,  // 74: durable.v1.ListOperationsResponse.operations:type_name -> durable.v1.Operation
-	41,  // 75: durable.v1.PolicyOverride.patch:type_name -> durable.v1.OptionsPatch
-	68,  // 76: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
-	41,  // 77: durable.v1.SetPolicyOverrideRequest.patch:type_name -> durable.v1.OptionsPatch
-	50,  // 78: durable.v1.ListPolicyOverridesResponse.overrides:type_name -> durable.v1.PolicyOverride
-	50,  // 79: durable.v1.ClearPolicyOverrideResponse.cleared:type_name -> durable.v1.PolicyOverride
-	2,   // 80: durable.v1.ListActivitiesRequest.state:type_name -> durable.v1.ActivityState
-	13,  // 81: durable.v1.ListActivitiesResponse.activities:type_name -> durable.v1.PendingActivity
-	68,  // 82: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
-	67,  // 83: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
-	67,  // 84: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
-	67,  // 85: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
-	67,  // 86: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
-	8,   // 87: durable.v1.ActivityTypeStats.options_in_force:type_name -> durable.v1.ActivityOptions
-	59,  // 88: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
-	5,   // 89: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
-	13,  // 90: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
-	11,  // 91: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
-	62,  // 92: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
-	68,  // 93: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
-	64,  // 94: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
-	45,  // 95: durable.v1.WatchEvent.operations:type_name -> durable.v1.Operation
-	50,  // 96: durable.v1.WatchEvent.policy_overrides:type_name -> durable.v1.PolicyOverride
-	68,  // 97: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
-	40,  // 98: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
-	62,  // 99: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
-	41,  // 100: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
-	50,  // 101: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
-	68,  // 102: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
-	64,  // 103: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
-	16,  // 104: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
-	19,  // 105: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
-	20,  // 106: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
-	21,  // 107: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
-	24,  // 108: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
-	25,  // 109: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
-	26,  // 110: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
-	28,  // 111: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
-	30,  // 112: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
-	32,  // 113: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
-	34,  // 114: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
-	36,  // 115: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
-	38,  // 116: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
-	43,  // 117: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
-	46,  // 118: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
-	47,  // 119: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
-	49,  // 120: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
-	51,  // 121: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
-	52,  // 122: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
-	54,  // 123: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
-	56,  // 124: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
-	58,  // 125: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
-	61,  // 126: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
-	65,  // 127: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
-	17,  // 128: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
-	6,   // 129: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
-	6,   // 130: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
-	23,  // 131: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
-	6,   // 132: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
-	6,   // 133: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
-	27,  // 134: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
-	29,  // 135: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
-	31,  // 136: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
-	33,  // 137: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
-	35,  // 138: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
-	37,  // 139: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
-	39,  // 140: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
-	44,  // 141: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
-	45,  // 142: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
-	48,  // 143: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
-	45,  // 144: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
-	50,  // 145: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
-	53,  // 146: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
-	55,  // 147: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
-	57,  // 148: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
-	60,  // 149: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
-	63,  // 150: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
-	66,  // 151: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
-	128, // [128:152] is the sub-list for method output_type
-	104, // [104:128] is the sub-list for method input_type
-	104, // [104:104] is the sub-list for extension type_name
-	104, // [104:104] is the sub-list for extension extendee
-	0,   // [0:104] is the sub-list for field type_name
+	45,  // 66: durable.v1.RedriveDeadLettersResponse.operation:type_name -> durable.v1.Operation
+	13,  // 67: durable.v1.RedriveDeadLettersResponse.preview:type_name -> durable.v1.PendingActivity
+	4,   // 68: durable.v1.Operation.state:type_name -> durable.v1.OperationState
+	40,  // 69: durable.v1.Operation.filter:type_name -> durable.v1.DeadLetterFilter
+	41,  // 70: durable.v1.Operation.edit:type_name -> durable.v1.OptionsPatch
+	68,  // 71: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
+	68,  // 72: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
+	45,  // 73: durable.v1.ListOperationsResponse.operations:type_name -> durable.v1.Operation
+	41,  // 74: durable.v1.PolicyOverride.patch:type_name -> durable.v1.OptionsPatch
+	68,  // 75: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
+	41,  // 76: durable.v1.SetPolicyOverrideRequest.patch:type_name -> durable.v1.OptionsPatch
+	50,  // 77: durable.v1.ListPolicyOverridesResponse.overrides:type_name -> durable.v1.PolicyOverride
+	50,  // 78: durable.v1.ClearPolicyOverrideResponse.cleared:type_name -> durable.v1.PolicyOverride
+	2,   // 79: durable.v1.ListActivitiesRequest.state:type_name -> durable.v1.ActivityState
+	13,  // 80: durable.v1.ListActivitiesResponse.activities:type_name -> durable.v1.PendingActivity
+	68,  // 81: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
+	67,  // 82: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
+	67,  // 83: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
+	67,  // 84: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
+	67,  // 85: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
+	8,   // 86: durable.v1.ActivityTypeStats.options_in_force:type_name -> durable.v1.ActivityOptions
+	59,  // 87: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
+	5,   // 88: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
+	13,  // 89: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
+	11,  // 90: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
+	62,  // 91: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
+	68,  // 92: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
+	64,  // 93: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
+	45,  // 94: durable.v1.WatchEvent.operations:type_name -> durable.v1.Operation
+	50,  // 95: durable.v1.WatchEvent.policy_overrides:type_name -> durable.v1.PolicyOverride
+	68,  // 96: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	40,  // 97: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
+	62,  // 98: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
+	41,  // 99: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
+	50,  // 100: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
+	68,  // 101: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
+	64,  // 102: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
+	16,  // 103: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
+	19,  // 104: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
+	20,  // 105: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
+	21,  // 106: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
+	24,  // 107: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
+	25,  // 108: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
+	26,  // 109: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
+	28,  // 110: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
+	30,  // 111: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
+	32,  // 112: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
+	34,  // 113: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
+	36,  // 114: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
+	38,  // 115: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
+	43,  // 116: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
+	46,  // 117: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
+	47,  // 118: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
+	49,  // 119: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
+	51,  // 120: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
+	52,  // 121: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
+	54,  // 122: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
+	56,  // 123: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
+	58,  // 124: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
+	61,  // 125: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
+	65,  // 126: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
+	17,  // 127: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
+	6,   // 128: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
+	6,   // 129: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
+	23,  // 130: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
+	6,   // 131: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
+	6,   // 132: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
+	27,  // 133: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
+	29,  // 134: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
+	31,  // 135: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
+	33,  // 136: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
+	35,  // 137: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
+	37,  // 138: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
+	39,  // 139: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
+	44,  // 140: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
+	45,  // 141: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
+	48,  // 142: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
+	45,  // 143: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
+	50,  // 144: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
+	53,  // 145: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
+	55,  // 146: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
+	57,  // 147: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
+	60,  // 148: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
+	63,  // 149: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
+	66,  // 150: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
+	127, // [127:151] is the sub-list for method output_type
+	103, // [103:127] is the sub-list for method input_type
+	103, // [103:103] is the sub-list for extension type_name
+	103, // [103:103] is the sub-list for extension extendee
+	0,   // [0:103] is the sub-list for field type_name
 }
 
 func init() { file_durable_v1_durable_proto_init() }

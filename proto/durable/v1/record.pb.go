@@ -456,6 +456,83 @@ func (x *LatencyRecord) GetLastOptions() *ActivityOptions {
 	return nil
 }
 
+// OperationRecord is an operation as stored, with how far its work list has
+// been worked through. Its work list (the letters it selected when it
+// started, in release order) is stored beside it, one item per letter.
+type OperationRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation as DescribeOperation shows it. While the work list is
+	// being written its state is UNSPECIFIED: it was never acknowledged, and
+	// a restart that finds it so deletes it.
+	Operation *Operation `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	// The number in its id ("op-<seq>"), which its keys use.
+	Seq int64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The index of the next work item to release: released + skipped.
+	Next int64 `protobuf:"varint,3,opt,name=next,proto3" json:"next,omitempty"`
+	// The work list is gone: deleted once the operation finished.
+	ItemsDeleted  bool `protobuf:"varint,4,opt,name=items_deleted,json=itemsDeleted,proto3" json:"items_deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationRecord) Reset() {
+	*x = OperationRecord{}
+	mi := &file_durable_v1_record_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationRecord) ProtoMessage() {}
+
+func (x *OperationRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_record_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationRecord.ProtoReflect.Descriptor instead.
+func (*OperationRecord) Descriptor() ([]byte, []int) {
+	return file_durable_v1_record_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *OperationRecord) GetOperation() *Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *OperationRecord) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *OperationRecord) GetNext() int64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
+}
+
+func (x *OperationRecord) GetItemsDeleted() bool {
+	if x != nil {
+		return x.ItemsDeleted
+	}
+	return false
+}
+
 var File_durable_v1_record_proto protoreflect.FileDescriptor
 
 const file_durable_v1_record_proto_rawDesc = "" +
@@ -496,7 +573,12 @@ const file_durable_v1_record_proto_rawDesc = "" +
 	"\x06max_ns\x18\x04 \x01(\x03R\x05maxNs\x12\x18\n" +
 	"\abuckets\x18\x05 \x03(\x03R\abuckets\x12.\n" +
 	"\x04hour\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04hour\x12>\n" +
-	"\flast_options\x18\a \x01(\v2\x1b.durable.v1.ActivityOptionsR\vlastOptions*\x9a\x01\n" +
+	"\flast_options\x18\a \x01(\v2\x1b.durable.v1.ActivityOptionsR\vlastOptions\"\x91\x01\n" +
+	"\x0fOperationRecord\x123\n" +
+	"\toperation\x18\x01 \x01(\v2\x15.durable.v1.OperationR\toperation\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
+	"\x04next\x18\x03 \x01(\x03R\x04next\x12#\n" +
+	"\ritems_deleted\x18\x04 \x01(\bR\fitemsDeleted*\x9a\x01\n" +
 	"\x11WorkflowTaskState\x12#\n" +
 	"\x1fWORKFLOW_TASK_STATE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18WORKFLOW_TASK_STATE_NONE\x10\x01\x12!\n" +
@@ -516,32 +598,35 @@ func file_durable_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_durable_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_durable_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_durable_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_durable_v1_record_proto_goTypes = []any{
 	(WorkflowTaskState)(0),        // 0: durable.v1.WorkflowTaskState
 	(*WorkflowRecord)(nil),        // 1: durable.v1.WorkflowRecord
 	(*ActivityRecord)(nil),        // 2: durable.v1.ActivityRecord
 	(*TimerRecord)(nil),           // 3: durable.v1.TimerRecord
 	(*LatencyRecord)(nil),         // 4: durable.v1.LatencyRecord
-	(*WorkflowInfo)(nil),          // 5: durable.v1.WorkflowInfo
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
-	(*PendingActivity)(nil),       // 7: durable.v1.PendingActivity
-	(*ActivityOptions)(nil),       // 8: durable.v1.ActivityOptions
+	(*OperationRecord)(nil),       // 5: durable.v1.OperationRecord
+	(*WorkflowInfo)(nil),          // 6: durable.v1.WorkflowInfo
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*PendingActivity)(nil),       // 8: durable.v1.PendingActivity
+	(*ActivityOptions)(nil),       // 9: durable.v1.ActivityOptions
+	(*Operation)(nil),             // 10: durable.v1.Operation
 }
 var file_durable_v1_record_proto_depIdxs = []int32{
-	5, // 0: durable.v1.WorkflowRecord.info:type_name -> durable.v1.WorkflowInfo
-	0, // 1: durable.v1.WorkflowRecord.wt_state:type_name -> durable.v1.WorkflowTaskState
-	6, // 2: durable.v1.WorkflowRecord.wt_due:type_name -> google.protobuf.Timestamp
-	6, // 3: durable.v1.WorkflowRecord.wt_deadline:type_name -> google.protobuf.Timestamp
-	7, // 4: durable.v1.ActivityRecord.info:type_name -> durable.v1.PendingActivity
-	6, // 5: durable.v1.TimerRecord.fire_time:type_name -> google.protobuf.Timestamp
-	6, // 6: durable.v1.LatencyRecord.hour:type_name -> google.protobuf.Timestamp
-	8, // 7: durable.v1.LatencyRecord.last_options:type_name -> durable.v1.ActivityOptions
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	6,  // 0: durable.v1.WorkflowRecord.info:type_name -> durable.v1.WorkflowInfo
+	0,  // 1: durable.v1.WorkflowRecord.wt_state:type_name -> durable.v1.WorkflowTaskState
+	7,  // 2: durable.v1.WorkflowRecord.wt_due:type_name -> google.protobuf.Timestamp
+	7,  // 3: durable.v1.WorkflowRecord.wt_deadline:type_name -> google.protobuf.Timestamp
+	8,  // 4: durable.v1.ActivityRecord.info:type_name -> durable.v1.PendingActivity
+	7,  // 5: durable.v1.TimerRecord.fire_time:type_name -> google.protobuf.Timestamp
+	7,  // 6: durable.v1.LatencyRecord.hour:type_name -> google.protobuf.Timestamp
+	9,  // 7: durable.v1.LatencyRecord.last_options:type_name -> durable.v1.ActivityOptions
+	10, // 8: durable.v1.OperationRecord.operation:type_name -> durable.v1.Operation
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_durable_v1_record_proto_init() }
@@ -556,7 +641,7 @@ func file_durable_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_durable_v1_record_proto_rawDesc), len(file_durable_v1_record_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

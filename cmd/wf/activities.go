@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/tinyllm/durable/client"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+const activitiesUsage = `
+Usage: wf activities [--state S] [--min-attempt N] [--failure-type T]
+                     [--fingerprint F] [--activity-type A] [--task-queue Q]
+
+Lists pending activities across every workflow: the ones retrying, running,
+waiting for a worker or dead-lettered, with their attempt n/max, when the
+next attempt is due or the lease ends, and the last failure. It is the
+question "which activities are hurting right now, and where" in one call:
+the daemon reads an index of activities by state and type, so a narrow
+--state and --activity-type stay cheap with millions of workflows.
+
+States: scheduled (waiting for a worker), running (leased to one), retrying
+(the last attempt failed, the next is due later), dead-lettered.
+
+Activities come grouped by state, then type, then workflow. --fingerprint
+takes the first column of 'wf dlq list --group'.
+
+Examples:
+  wf activities --state retrying --min-attempt 3
+  wf activities --state running --activity-type ChargeCard
+  wf activities --failure-type StartToCloseTimeout --task-queue payments
+  wf activities --state retrying --json | jq -r '.activities[].workflowId' | sort -u
+`
+
+// stateByName maps --state values to the proto enum.
+var stateByName = map[string]durablev1.ActivityState{
+	"":              durablev1.ActivityState_ACTIVITY_STATE_UNSPECIFIED,
+	"all":           durablev1.ActivityState_ACTIVITY_STATE_UNSPECIFIED,
+	"scheduled":     durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED,
+	"running":       durablev1.ActivityState_ACTIVITY_STATE_STARTED,
+	"started":       durablev1.ActivityState_ACTIVITY_STATE_STARTED,
+	"retrying":      durablev1.ActivityState_ACTIVITY_STATE_RETRYING,
+	"dead-lettered": durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED,
+	"dead":          durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED,
+}
+
+// activitiesDoc is the --json document of activities.
+type activitiesDoc struct {
+	Activities []json.RawMessage `json:"activities"`
+}
+
+func (c *cli) activities(args []string) int {
+	fs := c.flagSet("activities", activitiesUsage)
+	stateName := fs.String("state", "", "only activities in this state: scheduled, running, retrying or dead-lettered")
+	minAttempt := fs.Int("min-attempt", 0, "only activities at this attempt or later")
+	var f client.ActivityFilter
+	fs.StringVar(&f.FailureType, "failure-type", "", "only activities whose last failure has this type")
+	fs.StringVar(&f.FailureFingerprint, "fingerprint", "", "only activities whose last failure has this fingerprint (see wf dlq list --group)")
+	fs.StringVar(&f.ActivityType, "activity-type", "", "only activities of this type")
+	fs.StringVar(&f.TaskQueue, "task-queue", "", "only activities of this task queue")
+	pos, code := c.parse(fs, "activities", args)
+	if code >= 0 {
+		return code
+	}
+	if len(pos) != 0 {
+		return c.usageError("activities", fmt.Sprintf("unexpected argument %q", pos[0]))
+	}
+	st, ok := stateByName[*stateName]
+	if !ok {
+		return c.usageError("activities", fmt.Sprintf("--state %q: want scheduled, running, retrying or dead-lettered", *stateName))
+	}
+	if *minAttempt < 0 || *minAttempt > 10000 {
+		return c.usageError("activities", "--min-attempt must be in [0, 10000]")
+	}
+	f.State, f.MinAttempt = st, int32(*minAttempt)
+	ctx, cl, done, code := c.connect(false)
+	if code >= 0 {
+		return code
+	}
+	defer done()
+	acts, err := cl.ListActivities(ctx, f)
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.g.json {
+		doc := activitiesDoc{Activities: make([]json.RawMessage, 0, len(acts))}
+		for _, a := range acts {
+			doc.Activities = append(doc.Activities, rawProto(a))
+		}
+		return c.done(printJSON(c.stdout, doc))
+	}
+	if len(acts) == 0 {
+		fmt.Fprintln(c.stdout, "No pending activities match.")
+		return exitOK
+	}
+	now := time.Now()
+	t := table(c.stdout)
+	row(t, "WORKFLOW", "ACTIVITY", "TYPE", "STATE", "ATTEMPT", "NEXT", "LAST FAILURE")
+	for _, a := range acts {
+		row(t, a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType(), activityState(a.GetState()),
+			attemptOf(a), next(a, now), dash(cut(failureText(a.GetLastFailure()), 80)))
+	}
+	t.Flush()
+	fmt.Fprintf(c.stdout, "%d %s\n", len(acts), plural(len(acts), "activity", "activities"))
+	return exitOK
+}

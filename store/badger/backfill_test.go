@@ -1,0 +1,81 @@
+package badger
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	badgerdb "github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// TestStore_OpenBackfillsTheStateIndex: activity records written before the
+// state index existed (here: written raw, without it) get their entries
+// when the store opens, more than one batch of them, and the indexes are
+// then exactly what the records imply.
+func TestStore_OpenBackfillsTheStateIndex(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	const n = backfillBatch + 500
+	err := s.db.Update(func(txn *badgerdb.Txn) error {
+		for i := range n {
+			a := newActivity(fmt.Sprintf("wf-%04d", i), "1", retrying, time.Second, int64(i))
+			v, err := proto.Marshal(a)
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(activityKey(a.GetInfo().GetWorkflowId(), "1"), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(putActivities(newActivity("indexed", "1", deadLettered, time.Second, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openDir(t, dir)
+	count := func(state durablev1.ActivityState) int {
+		var got int
+		err := s.View(func(tx engine.Tx) error {
+			_, err := tx.ActivitiesByState(engine.StateRange{State: state}, nil, func(*durablev1.ActivityRecord) bool {
+				got++
+				return true
+			})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := count(retrying); got != n {
+		t.Errorf("after reopening: %d retrying activities in the state index, want %d", got, n)
+	}
+	if got := count(deadLettered); got != 1 {
+		t.Errorf("after reopening: %d dead letters in the state index, want 1", got)
+	}
+	// The raw records have no queue or timer entries either; only the
+	// state index is backfilled, so compare just that.
+	var stateKeys int
+	err = s.db.View(func(txn *badgerdb.Txn) error {
+		it := txn.NewIterator(badgerdb.IteratorOptions{Prefix: []byte{prefixActivityState}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			stateKeys++
+		}
+		return nil
+	})
+	if err != nil || stateKeys != n+1 {
+		t.Errorf("%d state index entries (%v), want %d", stateKeys, err, n+1)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 const (
@@ -404,14 +403,7 @@ func (e *Engine) newActivity(c *change, w *durablev1.WorkflowRecord, cmd *durabl
 // schedule-to-close budget as one, or else the daemon's default, so that
 // every attempt has a lease that ends.
 func (e *Engine) fillTimeoutDefaults(opts *durablev1.ActivityOptions) {
-	if opts.GetStartToCloseTimeout().AsDuration() > 0 {
-		return
-	}
-	stc := e.opts.DefaultStartToClose
-	if s := opts.GetScheduleToCloseTimeout().AsDuration(); s > 0 {
-		stc = s
-	}
-	opts.StartToCloseTimeout = durationpb.New(stc)
+	fillStartToClose(opts, e.opts.DefaultStartToClose)
 }
 
 // maxAttemptsOf is the attempt whose failure dead-letters an activity with

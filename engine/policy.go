@@ -46,13 +46,7 @@ func InForce(view *durablev1.PendingActivity, o *durablev1.PolicyOverride, d Pol
 		p = &durablev1.OptionsPatch{}
 	}
 	opts, fields := ApplyPatch(view.GetOptions(), p)
-	if opts.GetStartToCloseTimeout().AsDuration() <= 0 {
-		stc := d.StartToClose
-		if s := opts.GetScheduleToCloseTimeout().AsDuration(); s > 0 {
-			stc = s
-		}
-		opts.StartToCloseTimeout = durationpb.New(stc)
-	}
+	fillStartToClose(opts, d.StartToClose)
 	if p.MaxAttempts != nil {
 		view.MaxAttempts = p.GetMaxAttempts()
 		if view.MaxAttempts <= 0 {
@@ -77,6 +71,20 @@ func InForce(view *durablev1.PendingActivity, o *durablev1.PolicyOverride, d Pol
 		deadline, _ := LeaseDeadline(view)
 		view.LeaseDeadline = ts(deadline)
 	}
+}
+
+// fillStartToClose gives options without a start-to-close timeout one: the
+// schedule-to-close budget if they have one, else def. Scheduling, an edit
+// and an override that sets it to 0 all fill it so.
+func fillStartToClose(opts *durablev1.ActivityOptions, def time.Duration) {
+	if opts.GetStartToCloseTimeout().AsDuration() > 0 {
+		return
+	}
+	stc := def
+	if s := opts.GetScheduleToCloseTimeout().AsDuration(); s > 0 {
+		stc = s
+	}
+	opts.StartToCloseTimeout = durationpb.New(stc)
 }
 
 // optionsInForce are the options a rule applies: options_in_force once

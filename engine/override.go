@@ -185,10 +185,11 @@ func (e *Engine) timersOf(a *durablev1.ActivityRecord) []Timer {
 // holds the engine's lock throughout, as a Watch snapshot does, so no
 // transition publishes between the read and the send: a later change of
 // the same activity reaches the watchers after this view, never before.
-// It reads every activity record: an override change is an operator's
-// action, rare next to the transitions. The change is committed whatever
-// happens here; should the read fail, the timers are right again at the
-// next start, and a timer that fires early re-arms itself.
+// It reads the activities of the type from the store's state index, so its
+// cost is that of the type's activities, not of every one. The change is
+// committed whatever happens here; should the read fail, the timers are
+// right again at the next start, and a timer that fires early re-arms
+// itself.
 func (e *Engine) followOverride(activityType string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -199,22 +200,25 @@ func (e *Engine) followOverride(activityType string) {
 	watched := len(e.watchers) > 0
 	var views []*durablev1.PendingActivity
 	err := e.store.View(func(tx Tx) error {
-		return tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
-			in := a.GetInfo()
-			if in.GetActivityType() != activityType {
-				return true
-			}
-			if in.GetState() != stateDead {
-				for _, t := range e.timersOf(a) {
-					e.timers.set(t)
+		for _, state := range []durablev1.ActivityState{stateScheduled, stateStarted, stateRetrying, stateDead} {
+			_, err := tx.ActivitiesByState(StateRange{State: state, ActivityType: activityType}, nil, func(a *durablev1.ActivityRecord) bool {
+				in := a.GetInfo()
+				if in.GetState() != stateDead {
+					for _, t := range e.timersOf(a) {
+						e.timers.set(t)
+					}
 				}
+				if watched {
+					e.showInForce(in)
+					views = append(views, in)
+				}
+				return true
+			})
+			if err != nil {
+				return err
 			}
-			if watched {
-				e.showInForce(in)
-				views = append(views, in)
-			}
-			return true
-		})
+		}
+		return nil
 	})
 	if err != nil {
 		e.opts.Logger.Error("moving timers after a policy override change", "activity_type", activityType, "err", err)

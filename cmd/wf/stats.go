@@ -111,7 +111,7 @@ func (c *cli) stats(args []string) int {
 	*check = *check || patch != nil
 	from, err := parseSince(*since, time.Now())
 	if err != nil {
-		return c.usageError("stats", strings.Replace(err.Error(), "want a duration like 90m", "want a duration like 36h", 1))
+		return c.usageError("stats", err.Error())
 	}
 
 	ctx, cl, done, code := c.connect(false)

@@ -82,3 +82,27 @@ func TestWorkflowFailedErrorUnwrapsToActivityError(t *testing.T) {
 		t.Fatal("IsWorkflowFailed = false")
 	}
 }
+
+func TestOverrideFor(t *testing.T) {
+	t.Parallel()
+	all := &durablev1.PolicyOverride{ActivityType: "Charge", Reason: "all"}
+	eu := &durablev1.PolicyOverride{ActivityType: "Charge", TaskQueue: "eu", Reason: "eu"}
+	gone := &durablev1.PolicyOverride{ActivityType: "Charge", TaskQueue: "us", Reason: "gone", Cleared: true}
+	other := &durablev1.PolicyOverride{ActivityType: "Ship", TaskQueue: "eu", Reason: "ship"}
+	list := []*durablev1.PolicyOverride{eu, other, all, gone}
+	tests := []struct {
+		typ, queue, want string
+	}{
+		{"Charge", "eu", "eu"},
+		{"Charge", "us", "all"},
+		{"Charge", "", "all"},
+		{"Ship", "us", ""},
+		{"Ship", "eu", "ship"},
+		{"Nope", "eu", ""},
+	}
+	for _, tt := range tests {
+		if got := client.OverrideFor(list, tt.typ, tt.queue).GetReason(); got != tt.want {
+			t.Errorf("OverrideFor(%s, %q) = %q, want %q", tt.typ, tt.queue, got, tt.want)
+		}
+	}
+}

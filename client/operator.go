@@ -235,12 +235,99 @@ func (c *Client) AuditLog(ctx context.Context, q AuditQuery) ([]*durablev1.Audit
 	}
 }
 
+// StatsOption narrows Stats.
+type StatsOption func(*durablev1.ListActivityStatsRequest)
+
+// StatsSince counts only attempts that ended at or after t. The daemon keeps
+// durations by the hour, so the window starts at the beginning of t's hour,
+// and it keeps hours for its --stats-retention (30 days by default).
+func StatsSince(t time.Time) StatsOption {
+	return func(r *durablev1.ListActivityStatsRequest) { r.Since = timestamppb.New(t) }
+}
+
 // Stats returns attempt latency percentiles per activity type, the numbers to
-// set timeouts and retry policies from.
-func (c *Client) Stats(ctx context.Context) ([]*durablev1.ActivityTypeStats, error) {
-	resp, err := c.svc.ListActivityStats(ctx, &durablev1.ListActivityStatsRequest{})
+// set timeouts and retry policies from, with the policy in force for each
+// type; by default over every attempt the daemon has counted.
+func (c *Client) Stats(ctx context.Context, opts ...StatsOption) ([]*durablev1.ActivityTypeStats, error) {
+	req := &durablev1.ListActivityStatsRequest{}
+	for _, o := range opts {
+		o(req)
+	}
+	resp, err := c.svc.ListActivityStats(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("activity stats: %w", err)
 	}
 	return resp.GetStats(), nil
+}
+
+// PolicyTarget names the activities an override applies to: those of one
+// type, on one task queue or (TaskQueue empty) on every queue. An override
+// for the type and queue wins over one for the type alone.
+type PolicyTarget struct {
+	ActivityType string
+	TaskQueue    string
+}
+
+func (p PolicyTarget) String() string {
+	if p.TaskQueue == "" {
+		return p.ActivityType
+	}
+	return p.ActivityType + " on " + p.TaskQueue
+}
+
+// SetPolicyOverride replaces the fields patch sets in the options of the
+// target's activities: pending ones follow it from their next decision
+// (retry, lease, dead letter), new ones from the start, with no worker
+// restart. It replaces any override the target had. The daemon records it in
+// its audit log with reason, under this client's principal.
+func (c *Client) SetPolicyOverride(ctx context.Context, target PolicyTarget, patch *durablev1.OptionsPatch, reason string) (*durablev1.PolicyOverride, error) {
+	o, err := c.svc.SetPolicyOverride(ctx, &durablev1.SetPolicyOverrideRequest{
+		ActivityType: target.ActivityType, TaskQueue: target.TaskQueue, Patch: patch, Reason: reason,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set policy override of %s: %w", target, err)
+	}
+	return o, nil
+}
+
+// ListPolicyOverrides returns the overrides in force, by activity type and
+// then task queue.
+func (c *Client) ListPolicyOverrides(ctx context.Context) ([]*durablev1.PolicyOverride, error) {
+	resp, err := c.svc.ListPolicyOverrides(ctx, &durablev1.ListPolicyOverridesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list policy overrides: %w", err)
+	}
+	return resp.GetOverrides(), nil
+}
+
+// OverrideFor returns the override among overrides that applies to an
+// activity of activityType on taskQueue, as the daemon picks it: the one for
+// that queue, else the one for every queue; nil when neither is there.
+func OverrideFor(overrides []*durablev1.PolicyOverride, activityType, taskQueue string) *durablev1.PolicyOverride {
+	var anyQueue *durablev1.PolicyOverride
+	for _, o := range overrides {
+		if o.GetActivityType() != activityType || o.GetCleared() {
+			continue
+		}
+		switch o.GetTaskQueue() {
+		case taskQueue:
+			return o
+		case "":
+			anyQueue = o
+		}
+	}
+	return anyQueue
+}
+
+// ClearPolicyOverride removes the target's override, recorded in the audit
+// log with reason; its activities have their code's options again from their
+// next decision. One that is not set fails with NotFound.
+func (c *Client) ClearPolicyOverride(ctx context.Context, target PolicyTarget, reason string) (*durablev1.ClearPolicyOverrideResponse, error) {
+	resp, err := c.svc.ClearPolicyOverride(ctx, &durablev1.ClearPolicyOverrideRequest{
+		ActivityType: target.ActivityType, TaskQueue: target.TaskQueue, Reason: reason,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clear policy override of %s: %w", target, err)
+	}
+	return resp, nil
 }

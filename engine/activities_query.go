@@ -29,6 +29,7 @@ func (e *Engine) ListActivities(ctx context.Context, req *durablev1.ListActiviti
 		last, err := tx.ActivitiesByState(r, req.GetNextPageToken(), func(a *durablev1.ActivityRecord) bool {
 			scanned++
 			if in := a.GetInfo(); matchesActivity(in, req) {
+				e.showInForce(in)
 				resp.Activities = append(resp.Activities, in)
 			}
 			full = len(resp.Activities) == size || scanned == maxScanned

@@ -8,7 +8,6 @@ import (
 	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 const (
@@ -96,7 +95,8 @@ func (e *Engine) leaseActivity(tx Tx, c *change, q QueueEntry, identity string, 
 	in.LastStartedTime = ts(now)
 	in.LastWorkerIdentity = identity
 	in.NextAttemptTime = nil
-	deadline, _ := LeaseDeadline(in)
+	view := e.decisionView(in)
+	deadline, _ := LeaseDeadline(view)
 	in.LeaseDeadline = ts(deadline)
 	e.addAttempt(in, &durablev1.AttemptRecord{Attempt: in.GetAttempt(), Identity: identity, StartedTime: ts(now)})
 	if err := tx.PutActivity(a); err != nil {
@@ -113,12 +113,12 @@ func (e *Engine) leaseActivity(tx Tx, c *change, q QueueEntry, identity string, 
 		ActivityType:     in.GetActivityType(),
 		Input:            a.GetInput(),
 		Attempt:          in.GetAttempt(),
-		MaxAttempts:      in.GetMaxAttempts(),
+		MaxAttempts:      view.GetMaxAttempts(),
 		HeartbeatDetails: in.GetHeartbeatDetails(),
 		ScheduledTime:    in.GetScheduledTime(),
 		StartedTime:      in.GetLastStartedTime(),
 		Deadline:         in.GetLeaseDeadline(),
-		HeartbeatTimeout: in.GetOptions().GetHeartbeatTimeout(),
+		HeartbeatTimeout: optionsInForce(view).GetHeartbeatTimeout(),
 		IdempotencyKey:   in.GetIdempotencyKey(),
 		TaskQueue:        in.GetTaskQueue(),
 	}, nil
@@ -200,7 +200,8 @@ func (e *Engine) FailActivityTask(ctx context.Context, req *durablev1.FailActivi
 }
 
 // failAttempt is the one retry path: reported failures and expired leases
-// (timedOut) both come through here.
+// (timedOut) both come through here. The retry rule sees the activity under
+// the policy in force.
 func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *durablev1.Failure, now time.Time, timedOut bool) error {
 	in := a.GetInfo()
 	w, err := tx.GetWorkflow(in.GetWorkflowId())
@@ -208,7 +209,7 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 		return err
 	}
 	setLastFailure(in, f)
-	d := Decide(in, f, now, e.jitter)
+	d := Decide(e.decisionView(in), f, now, e.jitter)
 	result := resultOf(d.Outcome)
 	if timedOut {
 		result = AttemptTimedOut
@@ -280,7 +281,7 @@ func (e *Engine) endAttempt(tx Tx, c *change, in *durablev1.PendingActivity, now
 	r.EndedTime = ts(now)
 	r.Failure = f
 	took := now.Sub(r.GetStartedTime().AsTime())
-	_ = recordLatency(tx, in.GetActivityType(), took, f != nil)
+	_ = recordLatency(tx, in.GetActivityType(), now, took, f != nil)
 	c.observe(observation{kind: obsEnded, activityType: in.GetActivityType(), result: result, d: took})
 }
 
@@ -316,8 +317,9 @@ func (e *Engine) finishActivity(tx Tx, c *change, w *durablev1.WorkflowRecord, a
 }
 
 // RecordHeartbeat moves the lease deadline to now + heartbeat_timeout (never
-// past start-to-close or the schedule-to-close expiry) and stores the details
-// as the checkpoint the next attempt receives.
+// past start-to-close or the schedule-to-close expiry, all as the policy in
+// force says) and stores the details as the checkpoint the next attempt
+// receives.
 func (e *Engine) RecordHeartbeat(ctx context.Context, req *durablev1.HeartbeatRequest) (*durablev1.HeartbeatResponse, error) {
 	resp := &durablev1.HeartbeatResponse{}
 	err := e.commit(func(tx Tx, c *change) error {
@@ -330,7 +332,7 @@ func (e *Engine) RecordHeartbeat(ctx context.Context, req *durablev1.HeartbeatRe
 		in.LastHeartbeatTime = ts(now)
 		in.HeartbeatDetails = req.GetDetails()
 		before := in.GetLeaseDeadline().AsTime()
-		deadline, _ := LeaseDeadline(in)
+		deadline, _ := LeaseDeadline(e.decisionView(in))
 		in.LeaseDeadline = ts(deadline)
 		if err := tx.PutActivity(a); err != nil {
 			return err
@@ -351,13 +353,13 @@ func (e *Engine) RecordHeartbeat(ctx context.Context, req *durablev1.HeartbeatRe
 }
 
 // noteQueued tells the in-memory index about an activity that has just been
-// queued: its queue entry and its timers (the schedule-to-close one only when
-// it is new, on scheduling and redrive).
+// queued: its queue entry and its timers under the policy in force (the
+// schedule-to-close one only when it is new, on scheduling and redrive).
 func (e *Engine) noteQueued(c *change, a *durablev1.ActivityRecord, newBudget bool) {
 	if q, ok := QueueEntryOf(a); ok {
 		c.enqueue(q)
 	}
-	for _, t := range TimersOf(a) {
+	for _, t := range e.timersOf(a) {
 		if t.Kind != ScheduleToCloseTimer || newBudget {
 			c.addTimer(t)
 		}
@@ -401,14 +403,7 @@ func (e *Engine) newActivity(c *change, w *durablev1.WorkflowRecord, cmd *durabl
 // schedule-to-close budget as one, or else the daemon's default, so that
 // every attempt has a lease that ends.
 func (e *Engine) fillTimeoutDefaults(opts *durablev1.ActivityOptions) {
-	if opts.GetStartToCloseTimeout().AsDuration() > 0 {
-		return
-	}
-	stc := e.opts.DefaultStartToClose
-	if s := opts.GetScheduleToCloseTimeout().AsDuration(); s > 0 {
-		stc = s
-	}
-	opts.StartToCloseTimeout = durationpb.New(stc)
+	fillStartToClose(opts, e.opts.DefaultStartToClose)
 }
 
 // maxAttemptsOf is the attempt whose failure dead-letters an activity with

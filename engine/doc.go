@@ -5,6 +5,10 @@
 //
 //   - retry.go: the retry rule (Decide) and the lease deadline (LeaseDeadline),
 //     pure functions of the activity, the failure and the time.
+//   - policy.go: the options in force (InForce), the code's with the policy
+//     override of the activity's type applied, which every decision reads;
+//     override.go: setting and clearing overrides, and moving the timers of
+//     pending activities when one changes.
 //   - activity.go: polls, completions, failures and heartbeats of activities;
 //     failAttempt is the one retry path, for reported failures and expired
 //     leases alike. redrive.go: a dead letter back to attempt 1, with an
@@ -21,8 +25,9 @@
 //   - index.go, poll.go: the in-memory queue and timer heaps and the long polls
 //     parked on them.
 //   - query.go, watch.go, latency.go: describe, lists, the Watch stream and the
-//     attempt latency histograms. activities_query.go: pending activities
-//     across workflows, read from the store's state index.
+//     attempt latency histograms, kept by the hour for stats windows.
+//     activities_query.go: pending activities across workflows, read from
+//     the store's state index.
 //   - finished.go: what is kept of an activity that ended (its attempt
 //     trail) and the janitor that deletes it after the attempt retention.
 //   - store.go: the Store interface and the index entries a record implies.

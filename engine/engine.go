@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
@@ -27,6 +28,10 @@ type Engine struct {
 	rng *rand.Rand
 	seq int64
 
+	// firing is held while a batch of due timers is popped and fired, so
+	// that whoever fires timers next sees that batch committed (timers.go).
+	firing sync.Mutex
+
 	mu          sync.Mutex
 	closed      bool
 	closeCh     chan struct{}
@@ -41,6 +46,7 @@ type Engine struct {
 	closeSubs   map[string][]chan struct{} // workflow id → waiters for its close
 	counts      map[stateKey]int           // activities per queue and state, see gauge.go
 	janitorDone chan struct{}
+	statsDone   chan struct{}
 	// trailJanitorDone closes when the janitor of finished activities stops.
 	trailJanitorDone chan struct{}
 
@@ -51,6 +57,10 @@ type Engine struct {
 	opsPurge []int64          // operations whose work list is to be deleted
 	opsWake  chan struct{}
 	opsDone  chan struct{}
+
+	// overrides is the policy override table in force (override.go),
+	// replaced whole after each committed change and read without a lock.
+	overrides atomic.Pointer[overrideTable]
 }
 
 // New returns an engine over store. It reads the id counter and the earliest
@@ -79,6 +89,7 @@ func New(store Store, opts Options) (*Engine, error) {
 		closeSubs:   map[string][]chan struct{}{},
 		counts:      map[stateKey]int{},
 		janitorDone: make(chan struct{}),
+		statsDone:   make(chan struct{}),
 		ops:         map[int64]*opRun{},
 		opsWake:     make(chan struct{}, 1),
 		opsDone:     make(chan struct{}),
@@ -91,6 +102,11 @@ func New(store Store, opts Options) (*Engine, error) {
 			return err
 		}
 		e.seq = n
+		// Timers of activities whose type has an override are where the
+		// override puts them: load the overrides first.
+		if err := e.loadOverrides(tx); err != nil {
+			return err
+		}
 		if err := e.rebuildIndex(tx); err != nil {
 			return err
 		}
@@ -102,6 +118,7 @@ func New(store Store, opts Options) (*Engine, error) {
 	go e.batcher()
 	go e.timerLoop()
 	go e.auditJanitor()
+	go e.statsJanitor()
 	go e.trailJanitor()
 	go e.releaser()
 	return e, nil
@@ -123,6 +140,7 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	<-e.loopDone
 	<-e.janitorDone
+	<-e.statsDone
 	<-e.trailJanitorDone
 	<-e.opsDone
 	<-e.batcherDone
@@ -145,6 +163,8 @@ type change struct {
 	observed   []observation // for the Observer, see observe.go
 	audits     []auditNote   // operator actions, see audit.go
 	operations []*durablev1.Operation
+	// overrides set or (Cleared) cleared, see override.go
+	overrides []*durablev1.PolicyOverride
 }
 
 func (c *change) enqueue(q QueueEntry) { c.entries = append(c.entries, q) }
@@ -157,6 +177,7 @@ func (c *change) dropTimers(workflowID, activityID string) {
 }
 
 func (e *Engine) afterCommitLocked(c *change) {
+	e.applyOverridesLocked(c.overrides)
 	var ready map[queueKey]int
 	for _, q := range c.entries {
 		e.pushEntryLocked(q)

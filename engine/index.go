@@ -52,7 +52,7 @@ func (e *Engine) rebuildIndex(tx Tx) error {
 		if q, ok := QueueEntryOf(a); ok {
 			e.pushEntryLocked(q)
 		}
-		for _, t := range TimersOf(a) {
+		for _, t := range e.timersOf(a) {
 			e.timers.set(t)
 		}
 		return true

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -28,10 +29,33 @@ func bucketUpper(i int) time.Duration {
 	return time.Duration(math.Pow(2, float64(i+1)/4) * float64(time.Microsecond))
 }
 
-func recordLatency(tx Tx, activityType string, d time.Duration, failed bool) error {
-	l, err := tx.GetLatency(activityType)
+// Attempt durations are kept per activity type and per hour the attempt
+// ended in, so that stats can be asked for a window (the last 7 days, say)
+// and one write per attempt still does it. Hours older than the stats
+// retention are folded into the type's all-time record by a janitor; the
+// all-time figures are that record plus the hours kept.
+
+// DefaultStatsRetention is how long hourly latency records are kept unless
+// Options.StatsRetention says otherwise.
+const DefaultStatsRetention = 30 * 24 * time.Hour
+
+const (
+	// statsPurgeEvery is how often the janitor folds expired hours.
+	statsPurgeEvery = time.Hour
+	// statsPurgeBatch bounds the hourly records one fold transaction takes.
+	statsPurgeBatch = 256
+)
+
+// hourOf is the start of the hour t falls in, in UTC.
+func hourOf(t time.Time) time.Time { return t.UTC().Truncate(time.Hour) }
+
+// recordLatency counts an attempt that ended at now after d in its type's
+// record of that hour.
+func recordLatency(tx Tx, activityType string, now time.Time, d time.Duration, failed bool) error {
+	hour := hourOf(now)
+	l, err := tx.GetLatencyHour(activityType, hour)
 	if errors.Is(err, ErrNotFound) {
-		l, err = &durablev1.LatencyRecord{ActivityType: activityType}, nil
+		l, err = &durablev1.LatencyRecord{ActivityType: activityType, Hour: ts(hour)}, nil
 	}
 	if err != nil {
 		return err
@@ -45,7 +69,92 @@ func recordLatency(tx Tx, activityType string, d time.Duration, failed bool) err
 		l.Failures++
 	}
 	l.MaxNs = max(l.MaxNs, int64(d))
+	return tx.PutLatencyHour(l)
+}
+
+// mergeLatency adds the counts of src to dst.
+func mergeLatency(dst, src *durablev1.LatencyRecord) {
+	if n := len(src.GetBuckets()); len(dst.Buckets) < n {
+		dst.Buckets = append(dst.Buckets, make([]int64, n-len(dst.Buckets))...)
+	}
+	for i, n := range src.GetBuckets() {
+		dst.Buckets[i] += n
+	}
+	dst.Attempts += src.GetAttempts()
+	dst.Failures += src.GetFailures()
+	dst.MaxNs = max(dst.MaxNs, src.GetMaxNs())
+}
+
+// rememberOptions keeps the options of the type's newest activity in its
+// all-time record, written only when they differ from the ones there, so
+// that scheduling the same options again costs one read.
+func rememberOptions(tx Tx, in *durablev1.PendingActivity) error {
+	l, err := tx.GetLatency(in.GetActivityType())
+	if errors.Is(err, ErrNotFound) {
+		l, err = &durablev1.LatencyRecord{ActivityType: in.GetActivityType()}, nil
+	}
+	if err != nil {
+		return err
+	}
+	if proto.Equal(l.GetLastOptions(), in.GetOptions()) {
+		return nil
+	}
+	l.LastOptions = proto.CloneOf(in.GetOptions())
 	return tx.PutLatency(l)
+}
+
+// statsJanitor folds hourly records past their retention into the all-time
+// records, at start and then every statsPurgeEvery.
+func (e *Engine) statsJanitor() {
+	defer close(e.statsDone)
+	for {
+		if err := e.foldExpiredHours(); err != nil && !errors.Is(err, ErrClosed) {
+			e.opts.Logger.Error("folding expired latency hours", "err", err)
+		}
+		select {
+		case <-e.closeCh:
+			return
+		case <-e.clock.After(statsPurgeEvery):
+		}
+	}
+}
+
+// foldExpiredHours moves every hourly record older than the retention into
+// its type's all-time record, a bounded batch per transaction: each hour is
+// added and deleted in the same transaction, so no attempt is counted twice
+// or lost. Not synced: a crash only means the next run folds them.
+func (e *Engine) foldExpiredHours() error {
+	cutoff := hourOf(e.now()).Add(-e.opts.StatsRetention)
+	for {
+		var n int
+		err := e.update(func(tx Tx, c *change) error {
+			old, err := tx.LatencyHoursBefore(cutoff, statsPurgeBatch)
+			if err != nil {
+				return err
+			}
+			n = len(old)
+			for _, h := range old {
+				l, err := tx.GetLatency(h.GetActivityType())
+				if errors.Is(err, ErrNotFound) {
+					l, err = &durablev1.LatencyRecord{ActivityType: h.GetActivityType()}, nil
+				}
+				if err != nil {
+					return err
+				}
+				mergeLatency(l, h)
+				if err := tx.PutLatency(l); err != nil {
+					return err
+				}
+				if err := tx.DeleteLatencyHour(h.GetActivityType(), h.GetHour().AsTime()); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil || n < statsPurgeBatch {
+			return err
+		}
+	}
 }
 
 // Percentile returns the duration below which a fraction q of the recorded

@@ -127,6 +127,7 @@ func (e *Engine) previewRedrive(req *durablev1.RedriveDeadLettersRequest) (*dura
 	resp := &durablev1.RedriveDeadLettersResponse{}
 	refs, err := e.selectDeadLetters(req, func(in *durablev1.PendingActivity) {
 		if len(resp.Preview) < previewLetters {
+			e.showInForce(in)
 			resp.Preview = append(resp.Preview, in)
 		}
 	})

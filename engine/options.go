@@ -34,6 +34,10 @@ type Options struct {
 	Observer Observer
 	// AuditRetention is how long audit records are kept; default 90 days.
 	AuditRetention time.Duration
+	// StatsRetention is how long attempt durations are kept by the hour,
+	// the longest window stats can be asked for; older hours still count in
+	// the all-time figures. Default 30 days.
+	StatsRetention time.Duration
 	// AttemptRetention is how long a finished activity is kept with its
 	// attempt trail; default 7 days.
 	AttemptRetention time.Duration
@@ -66,6 +70,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.AuditRetention <= 0 {
 		o.AuditRetention = DefaultAuditRetention
+	}
+	if o.StatsRetention <= 0 {
+		o.StatsRetention = DefaultStatsRetention
 	}
 	if o.AttemptRetention <= 0 {
 		o.AttemptRetention = DefaultAttemptRetention

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"time"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -55,6 +58,7 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, req *durablev1.DescribeWo
 			return err
 		}
 		for _, a := range acts {
+			e.showInForce(a.GetInfo())
 			resp.PendingActivities = append(resp.PendingActivities, a.GetInfo())
 		}
 		finished, err := tx.FinishedActivities(req.GetWorkflowId())
@@ -182,6 +186,7 @@ func (e *Engine) ListDeadLetters(ctx context.Context, req *durablev1.ListDeadLet
 		last, err := tx.DeadLettersIn(deadLetteredRange(filter), req.GetNextPageToken(), func(a *durablev1.ActivityRecord) bool {
 			scanned++
 			if in := a.GetInfo(); matchesDeadLetter(in, filter) {
+				e.showInForce(in)
 				resp.DeadLetters = append(resp.DeadLetters, in)
 			}
 			full = len(resp.DeadLetters) == size || scanned == maxScanned
@@ -201,18 +206,71 @@ func (e *Engine) ListDeadLetters(ctx context.Context, req *durablev1.ListDeadLet
 	return resp, nil
 }
 
-// ListActivityStats returns attempt latency percentiles per activity type.
+// ListActivityStats returns attempt latency percentiles per activity type,
+// by type: of the attempts that ended in the hours at or after since (the
+// hour since falls in included), or of every attempt counted when since is
+// unset. Each type comes with the options in force for it (those of its most
+// recently scheduled activity under the override of its type and queue).
+// Types with no attempt in the window are left out.
 func (e *Engine) ListActivityStats(ctx context.Context, req *durablev1.ListActivityStatsRequest) (*durablev1.ListActivityStatsResponse, error) {
 	resp := &durablev1.ListActivityStatsResponse{}
+	var since time.Time
+	if s := req.GetSince(); s != nil {
+		since = hourOf(s.AsTime())
+	}
 	err := e.store.View(func(tx Tx) error {
-		ls, err := tx.ListLatency()
-		for _, l := range ls {
-			resp.Stats = append(resp.Stats, statsOf(l))
+		types, err := tx.ListLatency()
+		if err != nil {
+			return err
 		}
-		return err
+		sums := map[string]*durablev1.LatencyRecord{}
+		last := map[string]*durablev1.ActivityOptions{}
+		add := func(l *durablev1.LatencyRecord) bool {
+			sum := sums[l.GetActivityType()]
+			if sum == nil {
+				sum = &durablev1.LatencyRecord{ActivityType: l.GetActivityType()}
+				sums[l.GetActivityType()] = sum
+			}
+			mergeLatency(sum, l)
+			return true
+		}
+		for _, l := range types {
+			last[l.GetActivityType()] = l.GetLastOptions()
+			if req.GetSince() == nil {
+				add(l)
+			}
+		}
+		if err := tx.LatencyHours(since, add); err != nil {
+			return err
+		}
+		for _, typ := range slices.Sorted(maps.Keys(sums)) {
+			if sums[typ].GetAttempts() == 0 {
+				continue
+			}
+			st := statsOf(sums[typ])
+			if opts := last[typ]; opts != nil {
+				st.OptionsInForce, st.OverriddenFields = e.typeInForce(typ, opts)
+			}
+			resp.Stats = append(resp.Stats, st)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// typeInForce is the policy in force for a type whose newest activity was
+// scheduled with opts.
+func (e *Engine) typeInForce(typ string, opts *durablev1.ActivityOptions) (*durablev1.ActivityOptions, []string) {
+	view := &durablev1.PendingActivity{
+		ActivityType: typ, TaskQueue: opts.GetTaskQueue(), Options: opts,
+		MaxAttempts: opts.GetRetryPolicy().GetMaxAttempts(),
+	}
+	if view.MaxAttempts <= 0 {
+		view.MaxAttempts = int32(e.opts.DLQAfterAttempts)
+	}
+	e.showInForce(view)
+	return view.GetOptionsInForce(), view.GetOverriddenFields()
 }

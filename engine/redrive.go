@@ -32,6 +32,7 @@ func (e *Engine) RedriveDeadLetter(ctx context.Context, by Actor, req *durablev1
 			return err
 		}
 		resp.Activity = proto.Clone(in).(*durablev1.PendingActivity)
+		e.showInForce(resp.Activity)
 		resp.AuditId = rec.GetId()
 		return nil
 	})

@@ -31,8 +31,9 @@ type Decision struct {
 	Failure *durablev1.Failure
 }
 
-// Decide is the retry rule, a pure function of the activity, the failure of
-// its current attempt, the time and the jitter step:
+// Decide is the retry rule, a pure function of the activity (its options in
+// force, see InForce), the failure of its current attempt, the time and the
+// jitter step:
 //   - a non-retryable failure (flag, or type listed in the policy) fails the
 //     activity;
 //   - the attempt reaching max_attempts dead-letters it;
@@ -40,7 +41,7 @@ type Decision struct {
 //     dead-letters it with a ScheduleToCloseTimeout;
 //   - otherwise the next attempt is due after jitter(Backoff(policy, attempt)).
 func Decide(in *durablev1.PendingActivity, f *durablev1.Failure, now time.Time, jitter func(time.Duration) time.Duration) Decision {
-	policy := in.GetOptions().GetRetryPolicy()
+	policy := optionsInForce(in).GetRetryPolicy()
 	if f.GetNonRetryable() || slices.Contains(policy.GetNonRetryable(), f.GetType()) {
 		return Decision{Outcome: OutcomeFail, Failure: f}
 	}
@@ -77,12 +78,14 @@ func systemFailure(typ, format string, args ...any) *durablev1.Failure {
 // LeaseDeadline is when a lease ends: the start-to-close deadline or, for a
 // heartbeating activity, heartbeat_timeout after the last heartbeat (or the
 // start), whichever is first, and never after the schedule-to-close expiry.
-// It also returns the failure type of a lease that ends then.
+// It also returns the failure type of a lease that ends then. The timeouts
+// are the options in force (see InForce).
 func LeaseDeadline(in *durablev1.PendingActivity) (time.Time, string) {
+	opts := optionsInForce(in)
 	started := in.GetLastStartedTime().AsTime()
-	deadline := started.Add(in.GetOptions().GetStartToCloseTimeout().AsDuration())
+	deadline := started.Add(opts.GetStartToCloseTimeout().AsDuration())
 	why := TimeoutStartToClose
-	if hb := in.GetOptions().GetHeartbeatTimeout().AsDuration(); hb > 0 {
+	if hb := opts.GetHeartbeatTimeout().AsDuration(); hb > 0 {
 		last := started
 		if t := in.GetLastHeartbeatTime(); t != nil && t.AsTime().After(started) {
 			last = t.AsTime()

@@ -91,9 +91,35 @@ type Tx interface {
 	// finished before t, oldest first, and returns how many it deleted.
 	DeleteFinishedBefore(t time.Time, limit int) (int, error)
 
+	// GetLatency, PutLatency and ListLatency keep each activity type's
+	// all-time latency record (see LatencyRecord).
 	GetLatency(activityType string) (*durablev1.LatencyRecord, error)
 	PutLatency(l *durablev1.LatencyRecord) error
 	ListLatency() ([]*durablev1.LatencyRecord, error)
+	// GetLatencyHour returns one type's record of the hour starting at hour.
+	GetLatencyHour(activityType string, hour time.Time) (*durablev1.LatencyRecord, error)
+	// PutLatencyHour writes an hourly record under its type and hour.
+	PutLatencyHour(l *durablev1.LatencyRecord) error
+	// LatencyHours calls fn for every hourly record whose hour is at or
+	// after since, by type and then hour, until fn returns false. It seeks
+	// past each type's older hours rather than reading them.
+	LatencyHours(since time.Time, fn func(*durablev1.LatencyRecord) bool) error
+	// LatencyHoursBefore returns up to limit hourly records whose hour is
+	// before t, by type and then hour.
+	LatencyHoursBefore(t time.Time, limit int) ([]*durablev1.LatencyRecord, error)
+	// DeleteLatencyHour deletes one hourly record; a missing one is no error.
+	DeleteLatencyHour(activityType string, hour time.Time) error
+
+	// GetPolicyOverride returns the override of an activity type on a task
+	// queue ("" for every queue).
+	GetPolicyOverride(activityType, taskQueue string) (*durablev1.PolicyOverride, error)
+	// PutPolicyOverride writes an override under its type and queue,
+	// replacing the one there.
+	PutPolicyOverride(o *durablev1.PolicyOverride) error
+	// DeletePolicyOverride deletes an override; a missing one is no error.
+	DeletePolicyOverride(activityType, taskQueue string) error
+	// PolicyOverrides returns every override, by type and then queue.
+	PolicyOverrides() ([]*durablev1.PolicyOverride, error)
 
 	// PutAudit writes an audit record under its time and id; writing a
 	// record with the same time and id again replaces it.

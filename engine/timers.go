@@ -39,33 +39,46 @@ func (e *Engine) timerLoop() {
 // fireDue handles every timer due now: expired leases become retryable
 // timeout failures, budgets that ran out dead-letter, workflow timers fire.
 // Timer effects are not synced: after a crash they are derived again from the
-// records and fire again.
+// records and fire again. When it returns, every timer due when it was called
+// has fired and its effects are committed, whoever popped it: a batch popped
+// by another caller (the timer loop, say) is waited for, so a poll or a read
+// that fires due timers first never misses what one of them did.
 func (e *Engine) fireDue() error {
 	for {
-		e.mu.Lock()
-		now := e.now()
-		batch := e.timers.popDue(now, timerBatch)
-		e.mu.Unlock()
-		if len(batch) == 0 {
-			return nil
-		}
-		err := e.update(func(tx Tx, c *change) error {
-			for _, t := range batch {
-				if err := e.fire(tx, c, t, now); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			e.mu.Lock()
-			for _, t := range batch {
-				e.timers.restore(t)
-			}
-			e.mu.Unlock()
+		if done, err := e.fireBatch(); done || err != nil {
 			return err
 		}
 	}
+}
+
+// fireBatch fires up to timerBatch due timers in one transaction; done is
+// true when none was due. firing is held from the pop to the commit.
+func (e *Engine) fireBatch() (done bool, err error) {
+	e.firing.Lock()
+	defer e.firing.Unlock()
+	e.mu.Lock()
+	now := e.now()
+	batch := e.timers.popDue(now, timerBatch)
+	e.mu.Unlock()
+	if len(batch) == 0 {
+		return true, nil
+	}
+	err = e.update(func(tx Tx, c *change) error {
+		for _, t := range batch {
+			if err := e.fire(tx, c, t, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		e.mu.Lock()
+		for _, t := range batch {
+			e.timers.restore(t)
+		}
+		e.mu.Unlock()
+	}
+	return false, err
 }
 
 func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
@@ -95,13 +108,21 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		return ignoreNotFound(err)
 	}
 	in := a.GetInfo()
-	// Timers are checked against the record: an entry left behind by an
-	// earlier lease, heartbeat or attempt does nothing. What fires counts from
-	// its own due time, however late the engine noticed (after a restart, say).
+	// Timers are checked against the record under the policy in force: an
+	// entry left behind by an earlier lease, heartbeat or attempt does
+	// nothing, and one that an override has since moved later sets itself
+	// again at the new time. What fires counts from its own due time, however
+	// late the engine noticed (after a restart, say).
+	view := e.decisionView(in)
+	opts := optionsInForce(view)
 	switch t.Kind {
 	case ActivityLeaseTimer:
-		deadline, why := LeaseDeadline(in)
-		if in.GetState() != stateStarted || deadline.After(t.Due) {
+		deadline, why := LeaseDeadline(view)
+		if in.GetState() != stateStarted {
+			return nil
+		}
+		if deadline.After(t.Due) {
+			c.addTimer(Timer{Due: deadline, Kind: ActivityLeaseTimer, WorkflowID: t.WorkflowID, ID: t.ID})
 			return nil
 		}
 		now = deadline
@@ -109,9 +130,9 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		if why == TimeoutScheduleToClose {
 			return e.expire(tx, c, a, now)
 		}
-		msg := "the attempt did not finish within its start-to-close timeout of " + in.GetOptions().GetStartToCloseTimeout().AsDuration().String()
+		msg := "the attempt did not finish within its start-to-close timeout of " + opts.GetStartToCloseTimeout().AsDuration().String()
 		if why == TimeoutHeartbeat {
-			msg = "no heartbeat within the heartbeat timeout of " + in.GetOptions().GetHeartbeatTimeout().AsDuration().String()
+			msg = "no heartbeat within the heartbeat timeout of " + opts.GetHeartbeatTimeout().AsDuration().String()
 		}
 		return e.failAttempt(tx, c, a, systemFailure(why, "%s", msg), now, true)
 	case ScheduleToStartTimer:
@@ -128,21 +149,26 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		return e.deadLetter(tx, c, w, a, systemFailure(TimeoutScheduleToStart,
 			"no worker picked the attempt up within its schedule-to-start timeout of %s", in.GetOptions().GetScheduleToStartTimeout().AsDuration()), now)
 	case ScheduleToCloseTimer:
-		if in.GetState() == stateDead || in.GetExpirationTime() == nil || in.GetExpirationTime().AsTime().After(t.Due) {
+		exp := view.GetExpirationTime()
+		if in.GetState() == stateDead || exp == nil {
+			return nil
+		}
+		if exp.AsTime().After(t.Due) {
+			c.addTimer(Timer{Due: exp.AsTime(), Kind: ScheduleToCloseTimer, WorkflowID: t.WorkflowID, ID: t.ID})
 			return nil
 		}
 		c.observe(observation{kind: obsTimedOut, activityType: in.GetActivityType(), timeout: TimeoutScheduleToClose})
-		return e.expire(tx, c, a, in.GetExpirationTime().AsTime())
+		return e.expire(tx, c, a, exp.AsTime())
 	}
 	return nil
 }
 
-// expire dead-letters an activity whose schedule-to-close budget ran out,
-// ending its running attempt if it has one.
+// expire dead-letters an activity whose schedule-to-close budget (in
+// force) ran out, ending its running attempt if it has one.
 func (e *Engine) expire(tx Tx, c *change, a *durablev1.ActivityRecord, now time.Time) error {
 	in := a.GetInfo()
 	f := systemFailure(TimeoutScheduleToClose, "the activity's schedule-to-close budget of %s ran out",
-		in.GetOptions().GetScheduleToCloseTimeout().AsDuration())
+		optionsInForce(e.decisionView(in)).GetScheduleToCloseTimeout().AsDuration())
 	e.endAttempt(tx, c, in, now, f, AttemptTimedOut)
 	w, err := tx.GetWorkflow(in.GetWorkflowId())
 	if err != nil {

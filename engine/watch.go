@@ -86,7 +86,9 @@ func (e *Engine) publishLocked(c *change) {
 			continue
 		}
 		seen[k] = true
-		up.Activities = append(up.Activities, proto.Clone(in).(*durablev1.PendingActivity))
+		view := proto.Clone(in).(*durablev1.PendingActivity)
+		e.showInForce(view)
+		up.Activities = append(up.Activities, view)
 	}
 	seenWF := map[string]bool{}
 	for i := len(c.workflows) - 1; i >= 0; i-- {
@@ -103,6 +105,9 @@ func (e *Engine) publishLocked(c *change) {
 	for _, n := range c.audits {
 		up.AuditRecords = append(up.AuditRecords, n.rec)
 	}
+	for _, o := range c.overrides {
+		up.PolicyOverrides = append(up.PolicyOverrides, proto.CloneOf(o))
+	}
 	seenOp := map[string]bool{}
 	for i := len(c.operations) - 1; i >= 0; i-- {
 		op := c.operations[i]
@@ -112,9 +117,15 @@ func (e *Engine) publishLocked(c *change) {
 		seenOp[op.GetId()] = true
 		up.Operations = append(up.Operations, proto.Clone(op).(*durablev1.Operation))
 	}
-	if len(up.Activities) > 0 || len(up.Workflows) > 0 || len(up.AuditRecords) > 0 || len(up.Operations) > 0 {
+	if len(up.Activities) > 0 || len(up.Workflows) > 0 || len(up.AuditRecords) > 0 || len(up.Operations) > 0 || len(up.PolicyOverrides) > 0 {
 		events = append(events, up)
 	}
+	e.sendLocked(events)
+}
+
+// sendLocked queues events for every watcher, cutting off those that fell
+// behind.
+func (e *Engine) sendLocked(events []*durablev1.WatchEvent) {
 	for w := range e.watchers {
 		for _, ev := range events {
 			select {
@@ -127,12 +138,28 @@ func (e *Engine) publishLocked(c *change) {
 	}
 }
 
-// Watch sends a snapshot of every pending activity (dead letters included),
-// every running workflow plus the most recently closed ones (at most
-// watchClosedMax, closed within watchClosedWindow) and every running
-// operation plus the recently finished ones, then each change, until
-// ctx ends, send fails, the engine closes or the reader falls behind
-// (ErrWatchLagged).
+// sendViewsLocked sends activities whose view changed without a transition
+// of their own (an override change) as upserts of at most snapshotChunk.
+func (e *Engine) sendViewsLocked(views []*durablev1.PendingActivity) {
+	if len(e.watchers) == 0 || len(views) == 0 {
+		return
+	}
+	now := ts(e.now())
+	var events []*durablev1.WatchEvent
+	for len(views) > 0 {
+		n := min(len(views), snapshotChunk)
+		events = append(events, &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT, ServerTime: now, Activities: views[:n]})
+		views = views[n:]
+	}
+	e.sendLocked(events)
+}
+
+// Watch sends a snapshot of every pending activity (dead letters included,
+// with the policy in force), every policy override, every running workflow
+// plus the most recently closed ones (at most watchClosedMax, closed within
+// watchClosedWindow) and every running operation plus the recently finished
+// ones, then each change, until ctx ends, send fails, the engine closes or
+// the reader falls behind (ErrWatchLagged).
 func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send func(*durablev1.WatchEvent) error) error {
 	w := &watcher{ch: make(chan *durablev1.WatchEvent, watchBuffer), done: make(chan struct{})}
 	var acts []*durablev1.PendingActivity
@@ -146,6 +173,7 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 	}
 	err := e.store.View(func(tx Tx) error {
 		if err := tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
+			e.showInForce(a.GetInfo())
 			acts = append(acts, a.GetInfo())
 			return true
 		}); err != nil {
@@ -167,6 +195,7 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 		ops, err = e.watchedOperationsLocked(tx, since)
 		return err
 	})
+	overrides := e.overrideTable().sorted()
 	if err == nil {
 		e.watchers[w] = struct{}{}
 	}
@@ -181,9 +210,13 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 		e.mu.Unlock()
 	}()
 
-	if len(ops) > 0 {
+	if len(ops) > 0 || len(overrides) > 0 {
 		// Few and small: the first snapshot event carries them all.
-		if err := send(&durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now, Operations: ops}); err != nil {
+		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now, Operations: ops}
+		for _, o := range overrides {
+			ev.PolicyOverrides = append(ev.PolicyOverrides, proto.CloneOf(o))
+		}
+		if err := send(ev); err != nil {
 			return err
 		}
 	}

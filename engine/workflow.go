@@ -253,6 +253,9 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 		if err := tx.PutActivity(a); err != nil {
 			return err
 		}
+		if err := rememberOptions(tx, a.GetInfo()); err != nil {
+			return err
+		}
 		w.Info.PendingActivities++
 		e.noteQueued(c, a, true)
 		c.upsert(a.GetInfo())

@@ -137,8 +137,12 @@ func (s *Server) RedriveDeadLetters(ctx context.Context, req *durablev1.RedriveD
 	return reply(s, ctx, method, resp, err)
 }
 
-// ListActivityStats returns attempt latency percentiles per activity type.
+// ListActivityStats returns attempt latency percentiles per activity type,
+// over the hours since the time asked for, or all of them.
 func (s *Server) ListActivityStats(ctx context.Context, req *durablev1.ListActivityStatsRequest) (*durablev1.ListActivityStatsResponse, error) {
+	if err := s.check().listActivityStats(req); err != nil {
+		return nil, s.toStatus(ctx, "ListActivityStats", err)
+	}
 	resp, err := s.engine.ListActivityStats(ctx, req)
 	return reply(s, ctx, "ListActivityStats", resp, err)
 }

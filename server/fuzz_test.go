@@ -38,6 +38,9 @@ func validateAny(kind uint8, data []byte) (proto.Message, error) {
 		{&durablev1.DescribeOperationRequest{}, func(m proto.Message) error { return v.describeOperation(m.(*durablev1.DescribeOperationRequest)) }},
 		{&durablev1.ListOperationsRequest{}, func(m proto.Message) error { return v.listOperations(m.(*durablev1.ListOperationsRequest)) }},
 		{&durablev1.CancelOperationRequest{}, func(m proto.Message) error { return v.cancelOperation(m.(*durablev1.CancelOperationRequest)) }},
+		{&durablev1.SetPolicyOverrideRequest{}, func(m proto.Message) error { return v.setPolicyOverride(m.(*durablev1.SetPolicyOverrideRequest)) }},
+		{&durablev1.ClearPolicyOverrideRequest{}, func(m proto.Message) error { return v.clearPolicyOverride(m.(*durablev1.ClearPolicyOverrideRequest)) }},
+		{&durablev1.ListActivityStatsRequest{}, func(m proto.Message) error { return v.listActivityStats(m.(*durablev1.ListActivityStatsRequest)) }},
 	}
 	c := checks[int(kind)%len(checks)]
 	if err := proto.Unmarshal(data, c.msg); err != nil {
@@ -109,6 +112,12 @@ func TestHandlersRejectWithoutEngine(t *testing.T) {
 			_, err := s.RedriveDeadLetter(ctx, &durablev1.RedriveDeadLetterRequest{WorkflowId: "wf", ActivityId: "1", Reason: "a\nfake log line"})
 			return err
 		}, "reason"},
+		{"NilSetPolicyOverride", func() error { _, err := s.SetPolicyOverride(ctx, nil); return err }, "activity_type"},
+		{"PolicyOverrideOfNothing", func() error {
+			_, err := s.SetPolicyOverride(ctx, &durablev1.SetPolicyOverrideRequest{ActivityType: "T", Patch: &durablev1.OptionsPatch{}})
+			return err
+		}, "patch"},
+		{"NilClearPolicyOverride", func() error { _, err := s.ClearPolicyOverride(ctx, nil); return err }, "activity_type"},
 	}
 	for _, tc := range calls {
 		t.Run(tc.name, func(t *testing.T) {

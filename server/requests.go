@@ -314,3 +314,33 @@ func first(checks ...func() error) error {
 	}
 	return nil
 }
+
+func (v validator) setPolicyOverride(r *durablev1.SetPolicyOverrideRequest) error {
+	return first(
+		func() error { return v.id("activity_type", r.GetActivityType()) },
+		func() error { return v.text("task_queue", r.GetTaskQueue()) },
+		func() error {
+			if r.GetPatch() == nil || !patchSetsSomething(r.GetPatch()) {
+				return invalidf("patch", "must set at least one field to override")
+			}
+			return nil
+		},
+		func() error { return v.optionsPatch("patch", r.GetPatch()) },
+		func() error { return v.reason("reason", r.GetReason()) },
+	)
+}
+
+func (v validator) clearPolicyOverride(r *durablev1.ClearPolicyOverrideRequest) error {
+	return first(
+		func() error { return v.id("activity_type", r.GetActivityType()) },
+		func() error { return v.text("task_queue", r.GetTaskQueue()) },
+		func() error { return v.reason("reason", r.GetReason()) },
+	)
+}
+
+func (v validator) listActivityStats(r *durablev1.ListActivityStatsRequest) error {
+	if s := r.GetSince(); s != nil && s.CheckValid() != nil {
+		return invalidf("since", "is not a valid timestamp")
+	}
+	return nil
+}

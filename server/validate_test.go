@@ -481,3 +481,54 @@ func TestValidator_OptionsPatch(t *testing.T) {
 		t.Error("patchSetsSomething misjudges presence")
 	}
 }
+
+func TestSetPolicyOverride_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	typ := uid("PolicyType")
+	ok := func(mod func(*durablev1.SetPolicyOverrideRequest)) *durablev1.SetPolicyOverrideRequest {
+		r := &durablev1.SetPolicyOverrideRequest{ActivityType: typ, Patch: &durablev1.OptionsPatch{MaxAttempts: proto.Int32(6)}, Reason: "INC-7"}
+		mod(r)
+		return r
+	}
+	nan := math.NaN()
+	runBadInputs(t, c.SetPolicyOverride, []badInput[*durablev1.SetPolicyOverrideRequest]{
+		{"MissingActivityType", ok(func(r *durablev1.SetPolicyOverrideRequest) { r.ActivityType = "" }), codes.InvalidArgument, "activity_type"},
+		{"ActivityTypeTooLong", ok(func(r *durablev1.SetPolicyOverrideRequest) { r.ActivityType = longID }), codes.InvalidArgument, "activity_type"},
+		{"TaskQueueControlChar", ok(func(r *durablev1.SetPolicyOverrideRequest) { r.TaskQueue = "q\n" }), codes.InvalidArgument, "task_queue"},
+		{"NoPatch", ok(func(r *durablev1.SetPolicyOverrideRequest) { r.Patch = nil }), codes.InvalidArgument, "patch"},
+		{"PatchSetsNothing", ok(func(r *durablev1.SetPolicyOverrideRequest) { r.Patch = &durablev1.OptionsPatch{} }), codes.InvalidArgument, "patch"},
+		{"NaNBackoff", ok(func(r *durablev1.SetPolicyOverrideRequest) { r.Patch = &durablev1.OptionsPatch{Backoff: &nan} }), codes.InvalidArgument, "patch.backoff"},
+		{"TooManyAttempts", ok(func(r *durablev1.SetPolicyOverrideRequest) {
+			r.Patch = &durablev1.OptionsPatch{MaxAttempts: proto.Int32(maxAttempts + 1)}
+		}), codes.InvalidArgument, "patch.max_attempts"},
+		{"NegativeStartToClose", ok(func(r *durablev1.SetPolicyOverrideRequest) {
+			r.Patch = &durablev1.OptionsPatch{StartToCloseTimeout: durationpb.New(-time.Second)}
+		}), codes.InvalidArgument, "patch.start_to_close_timeout"},
+		{"ReasonTooLong", ok(func(r *durablev1.SetPolicyOverrideRequest) { r.Reason = strings.Repeat("x", maxReasonLen+1) }), codes.InvalidArgument, "reason"},
+		{"EmptyNonRetryableClears", ok(func(r *durablev1.SetPolicyOverrideRequest) {
+			r.Patch = &durablev1.OptionsPatch{NonRetryable: &durablev1.StringList{}}
+		}), codes.OK, ""},
+		{"Valid", ok(func(*durablev1.SetPolicyOverrideRequest) {}), codes.OK, ""},
+	})
+}
+
+func TestClearPolicyOverride_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.ClearPolicyOverride, []badInput[*durablev1.ClearPolicyOverrideRequest]{
+		{"MissingActivityType", &durablev1.ClearPolicyOverrideRequest{}, codes.InvalidArgument, "activity_type"},
+		{"ReasonWithNewline", &durablev1.ClearPolicyOverrideRequest{ActivityType: "T", Reason: "a\nb"}, codes.InvalidArgument, "reason"},
+		{"NotSet", &durablev1.ClearPolicyOverrideRequest{ActivityType: uid("Unset")}, codes.NotFound, ""},
+	})
+}
+
+func TestListActivityStats_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.ListActivityStats, []badInput[*durablev1.ListActivityStatsRequest]{
+		{"InvalidSince", &durablev1.ListActivityStatsRequest{Since: &timestamppb.Timestamp{Nanos: -1}}, codes.InvalidArgument, "since"},
+		{"Since", &durablev1.ListActivityStatsRequest{Since: timestamppb.Now()}, codes.OK, ""},
+		{"All", &durablev1.ListActivityStatsRequest{}, codes.OK, ""},
+	})
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -80,8 +81,10 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 		queue += fmt.Sprintf(" · redriven %d×", a.GetRedrives())
 	}
 	field("queue", queue)
-	field("retry policy", policyLine(a.GetOptions().GetRetryPolicy()))
-	field("timeouts", timeoutsLine(a.GetOptions()))
+	mark := m.overrideMarks(a)
+	in := optionsInForce(a)
+	field("retry policy", policyLine(in.GetRetryPolicy(), a.GetMaxAttempts(), mark))
+	field("timeouts", timeoutsLine(in, mark))
 	if fin == nil {
 		field("schedule", retrySchedule(a, m.now))
 	}
@@ -198,14 +201,57 @@ func finishedWord(outcome string) string {
 	return outcome
 }
 
-func policyLine(p *durablev1.RetryPolicy) string {
-	s := fmt.Sprintf("initial %s · backoff ×%g · max interval %s",
-		shortDur(activity.Backoff(p, 1)), effectiveFactor(p), shortDur(activity.Backoff(p, 1000)))
-	if n := p.GetMaxAttempts(); n > 0 {
-		s += fmt.Sprintf(" · max attempts %d", n)
+// optionsInForce are the options the activity's next decision uses, as the
+// daemon reports them; its code's options from a daemon that does not.
+func optionsInForce(a *durablev1.PendingActivity) *durablev1.ActivityOptions {
+	if in := a.GetOptionsInForce(); in != nil {
+		return in
+	}
+	return a.GetOptions()
+}
+
+// overrideMarks returns what to write after each field of the policy in
+// force: nothing for a field from the code, "(override by ops: "why")" for
+// the first field a policy override sets and "(override)" for the others.
+func (m Model) overrideMarks(a *durablev1.PendingActivity) func(field string) string {
+	overridden := map[string]bool{}
+	for _, f := range a.GetOverriddenFields() {
+		overridden[f] = true
+	}
+	o := client.OverrideFor(m.st.overrides, a.GetActivityType(), a.GetTaskQueue())
+	said := false
+	return func(field string) string {
+		if !overridden[field] {
+			return ""
+		}
+		text := "(override)"
+		if !said && o != nil {
+			said = true
+			text = "(override by " + o.GetPrincipal()
+			if r := o.GetReason(); r != "" {
+				text += fmt.Sprintf(": %q", ansi.Truncate(r, 60, "…"))
+			}
+			text += ")"
+		}
+		return " " + m.styles.Retrying.Render(text)
+	}
+}
+
+func policyLine(p *durablev1.RetryPolicy, maxAttempts int32, mark func(string) string) string {
+	s := fmt.Sprintf("initial %s%s · backoff ×%g%s · max interval %s%s",
+		shortDur(activity.Backoff(p, 1)), mark("retry_policy.initial_ms"),
+		effectiveFactor(p), mark("retry_policy.backoff"),
+		shortDur(activity.Backoff(p, 1000)), mark("retry_policy.max_interval_ms"))
+	if maxAttempts <= 0 {
+		maxAttempts = p.GetMaxAttempts()
+	}
+	if maxAttempts > 0 {
+		s += fmt.Sprintf(" · max attempts %d%s", maxAttempts, mark("retry_policy.max_attempts"))
 	}
 	if nr := p.GetNonRetryable(); len(nr) > 0 {
-		s += " · never retried: " + strings.Join(nr, ", ")
+		s += " · never retried: " + strings.Join(nr, ", ") + mark("retry_policy.non_retryable")
+	} else if m := mark("retry_policy.non_retryable"); m != "" {
+		s += " · every failure retried" + m
 	}
 	return s
 }
@@ -229,15 +275,16 @@ func shortDur(d time.Duration) string {
 	return s
 }
 
-func timeoutsLine(o *durablev1.ActivityOptions) string {
+func timeoutsLine(o *durablev1.ActivityOptions, mark func(string) string) string {
 	d := func(p *durationpb.Duration) string {
-		if p == nil {
+		if p == nil || p.AsDuration() <= 0 {
 			return "—"
 		}
 		return shortDur(p.AsDuration())
 	}
-	return fmt.Sprintf("start-to-close %s · heartbeat %s · schedule-to-start %s · schedule-to-close %s",
-		d(o.GetStartToCloseTimeout()), d(o.GetHeartbeatTimeout()), d(o.GetScheduleToStartTimeout()), d(o.GetScheduleToCloseTimeout()))
+	return fmt.Sprintf("start-to-close %s%s · heartbeat %s%s · schedule-to-start %s · schedule-to-close %s%s",
+		d(o.GetStartToCloseTimeout()), mark("start_to_close_timeout"), d(o.GetHeartbeatTimeout()), mark("heartbeat_timeout"),
+		d(o.GetScheduleToStartTimeout()), d(o.GetScheduleToCloseTimeout()), mark("schedule_to_close_timeout"))
 }
 
 // retrySchedule tells when the activity tries again and when it gives up. The
@@ -245,7 +292,7 @@ func timeoutsLine(o *durablev1.ActivityOptions) string {
 // each backoff, and an attempt's own run time comes on top.
 func retrySchedule(a *durablev1.PendingActivity, now time.Time) string {
 	n, maxN := int(a.GetAttempt()), int(a.GetMaxAttempts())
-	p := a.GetOptions().GetRetryPolicy()
+	p := optionsInForce(a).GetRetryPolicy()
 	if a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED {
 		return fmt.Sprintf("gave up after attempt %d; a redrive starts again at attempt 1", n)
 	}

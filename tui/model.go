@@ -79,6 +79,8 @@ type conn struct {
 	stageActs []*durablev1.PendingActivity
 	stageWfs  []*durablev1.WorkflowInfo
 	stageOps  []*durablev1.Operation
+	// stagePolicy holds the snapshot's policy overrides until it is done.
+	stagePolicy []*durablev1.PolicyOverride
 }
 
 // list is the cursor of one list screen.

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -170,6 +171,21 @@ type state struct {
 	workflows *sortedSet[*durablev1.WorkflowInfo]
 	wfFilter  filter
 	deadTotal int // dead letters whatever the filter, for the header
+	// overrides are the policy overrides in force, for the detail view to
+	// say who set a field and why; few, so a slice.
+	overrides []*durablev1.PolicyOverride
+}
+
+// putOverrides applies overrides set or (Cleared) cleared.
+func (s *state) putOverrides(changes []*durablev1.PolicyOverride) {
+	for _, o := range changes {
+		s.overrides = slices.DeleteFunc(s.overrides, func(old *durablev1.PolicyOverride) bool {
+			return old.GetActivityType() == o.GetActivityType() && old.GetTaskQueue() == o.GetTaskQueue()
+		})
+		if !o.GetCleared() {
+			s.overrides = append(s.overrides, o)
+		}
+	}
 }
 
 // countDead keeps deadTotal as activities change state.

@@ -34,7 +34,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.conn.stream = msg.stream
-		m.conn.stageActs, m.conn.stageWfs, m.conn.stageOps = nil, nil, nil
+		m.conn.stageActs, m.conn.stageWfs, m.conn.stageOps, m.conn.stagePolicy = nil, nil, nil, nil
 		return m, recvCmd(msg.stream, msg.gen)
 	case watchEventMsg:
 		if msg.gen != m.conn.gen {
@@ -103,15 +103,19 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 		m.conn.stageActs = append(m.conn.stageActs, ev.GetActivities()...)
 		m.conn.stageWfs = append(m.conn.stageWfs, ev.GetWorkflows()...)
 		m.conn.stageOps = append(m.conn.stageOps, ev.GetOperations()...)
+		m.conn.stagePolicy = append(m.conn.stagePolicy, ev.GetPolicyOverrides()...)
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE:
 		m.st.replaceWith(m.conn.stageActs, m.conn.stageWfs)
 		m.ops.replaceWith(m.conn.stageOps)
-		m.conn.stageActs, m.conn.stageWfs, m.conn.stageOps = nil, nil, nil
+		m.st.overrides = nil
+		m.st.putOverrides(m.conn.stagePolicy)
+		m.conn.stageActs, m.conn.stageWfs, m.conn.stageOps, m.conn.stagePolicy = nil, nil, nil, nil
 		m.conn.live, m.conn.synced, m.conn.retrying = true, true, false
 		m.conn.failures, m.conn.lastErr = 0, ""
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT:
 		m.st.upsertActivities(ev.GetActivities())
 		m.st.upsertWorkflows(ev.GetWorkflows())
+		m.st.putOverrides(ev.GetPolicyOverrides())
 		m.audit.upsert(ev.GetAuditRecords())
 		if len(ev.GetOperations()) > 0 {
 			m = m.upsertOps(ev.GetOperations())

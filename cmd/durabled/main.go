@@ -45,6 +45,7 @@ type config struct {
 	reflection                   bool
 	metricsListen                string
 	auditRetention               time.Duration
+	statsRetention               time.Duration
 	attemptRetention             time.Duration
 }
 
@@ -165,6 +166,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	cfg.auditRetention = engine.DefaultAuditRetention
 	fs.Var(days{&cfg.auditRetention}, "audit-retention",
 		"keep audit records this `long` (a duration such as 2160h, or days such as 90d)")
+	cfg.statsRetention = engine.DefaultStatsRetention
+	fs.Var(days{&cfg.statsRetention}, "stats-retention",
+		"keep attempt durations by the hour this `long`, the longest window 'wf stats --since' can ask for; older hours count only in the all-time figures")
 	cfg.attemptRetention = engine.DefaultAttemptRetention
 	fs.Var(days{&cfg.attemptRetention}, "attempt-retention",
 		"keep finished activities with every attempt and its failure this `long` after they finish (a duration such as 36h, or days such as 7d)")
@@ -202,6 +206,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		return config{}, errors.New("--tls-client-ca needs --tls-cert and --tls-key: client certificates are checked in a TLS handshake")
 	case cfg.auditRetention < time.Hour:
 		return config{}, fmt.Errorf("--audit-retention must be at least 1h, got %s", cfg.auditRetention)
+	case cfg.statsRetention < time.Hour:
+		return config{}, fmt.Errorf("--stats-retention must be at least 1h, got %s", cfg.statsRetention)
 	case cfg.attemptRetention < time.Minute:
 		return config{}, fmt.Errorf("--attempt-retention must be at least 1m, got %s", cfg.attemptRetention)
 	}

@@ -129,11 +129,13 @@ func TestFlags(t *testing.T) {
 		want []string // substrings of stdout+stderr
 	}{
 		{"Help", []string{"--help"}, exitOK, []string{"-listen", "-data", "-dlq-after-attempts", "-seed", "-max-payload", "-no-sync", "-log-level", "-shutdown-timeout", "trade", "SIGTERM",
-			"-tls-cert", "-tls-key", "-tls-client-ca", "-auth", "-insecure", "-reflection", "-metrics-listen", "-audit-retention", "-attempt-retention", "SIGHUP", "durabled token"}},
+			"-tls-cert", "-tls-key", "-tls-client-ca", "-auth", "-insecure", "-reflection", "-metrics-listen", "-audit-retention", "-attempt-retention",
+			"-stats-retention", "SIGHUP", "durabled token"}},
 		{"TLSCertWithoutKey", []string{"--tls-cert", "c.pem"}, exitUsage, []string{"--tls-cert and --tls-key go together"}},
 		{"ClientCAWithoutTLS", []string{"--tls-client-ca", "ca.pem"}, exitUsage, []string{"--tls-client-ca needs --tls-cert"}},
 		{"ShortAuditRetention", []string{"--audit-retention", "10m"}, exitUsage, []string{"--audit-retention"}},
 		{"AuditRetentionInDays", []string{"--audit-retention", "3x"}, exitUsage, []string{"90d"}},
+		{"ShortStatsRetention", []string{"--stats-retention", "30m"}, exitUsage, []string{"--stats-retention"}},
 		{"ShortAttemptRetention", []string{"--attempt-retention", "30s"}, exitUsage, []string{"--attempt-retention must be at least 1m"}},
 		{"AttemptRetentionInDays", []string{"--attempt-retention", "7days"}, exitUsage, []string{"-attempt-retention", "90d"}},
 		{"MissingAuthFile", []string{"--auth", "/nonexistent/auth.json"}, exitUsage, []string{"auth file", "no such file"}},

@@ -69,6 +69,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		DLQAfterAttempts:    cfg.dlqAfterAttempts,
 		WorkflowTaskTimeout: cfg.workflowTaskTimeout,
 		AuditRetention:      cfg.auditRetention,
+		StatsRetention:      cfg.statsRetention,
 		AttemptRetention:    cfg.attemptRetention,
 		Observer:            observer,
 		Logger:              logger.With("component", "engine"),

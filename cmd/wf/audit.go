@@ -15,11 +15,13 @@ const auditUsage = `
 Usage: wf audit [--since DUR] [--limit N]
 
 Lists the daemon's audit log, newest first: every redrive, single or bulk,
-and every cancel of an operation, with its id (the one 'wf dlq redrive
---all' prints), who made it (the principal of the token or certificate, and
-its role; "local" when durabled runs without --auth), when, what it
-selected, how many letters went out of how many matched, any edit of their
-options (in --json), and the reason given with --reason.
+Lists the daemon's audit log, newest first: every redrive, single or bulk,
+every cancel of an operation and every policy override set or cleared ('wf
+policy'), with its id (the one 'wf dlq redrive --all' prints), who made it
+(the principal of the token or certificate, and its role; "local" when
+durabled runs without --auth), when, what it selected (or the override), how
+many letters went out of how many matched, any edit of their options (in
+--json), and the reason given with --reason.
 
 The record is written in the same transaction as the action, so the log
 neither misses a redrive nor shows one that did not happen. A bulk redrive
@@ -128,6 +130,10 @@ func auditAction(r *durablev1.AuditRecord) string {
 		return "bulk redrive" + op
 	case "CancelOperation":
 		return "cancel" + op
+	case "SetPolicyOverride":
+		return "policy set"
+	case "ClearPolicyOverride":
+		return "policy clear"
 	}
 	return dash(r.GetRpc())
 }
@@ -145,9 +151,13 @@ func auditCount(r *durablev1.AuditRecord) string {
 	return s
 }
 
-// auditSelection says what an action selected: its filter ("all" when the
-// filter is empty), else the one activity or the ones it touched.
+// auditSelection says what an action selected: the override it set or
+// cleared, its filter ("all" when the filter is empty), else the one
+// activity or the ones it touched.
 func auditSelection(r *durablev1.AuditRecord) string {
+	if o := r.GetPolicyOverride(); o != nil {
+		return overrideTarget(o) + ": " + patchText(o.GetPatch())
+	}
 	if f := r.GetFilter(); f != nil {
 		return filterText(f)
 	}

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -15,8 +21,13 @@ Usage: wf describe WORKFLOW_ID [--attempts N]
 Shows a workflow (type, status, result or failure) and every pending
 activity: state, attempt n/max, when the next retry is due or when the
 current lease ends, the last failure, the age and details of the last
-heartbeat, and the last attempts of each. Dead letters are pending activities
-too.
+heartbeat, the policy in force (retry policy and timeouts, each field that a
+policy override sets marked with who set it and why; see 'wf policy') and
+the last attempts of each. Dead letters are pending activities too.
+
+With --json the document is the daemon's reply: each pending activity has
+its code's options (options), the options in force (optionsInForce) and the
+fields an override sets (overriddenFields).
 
 Activities that finished (completed, failed, or still pending when the
 workflow closed) follow with their attempt trail: each attempt's worker,
@@ -27,6 +38,7 @@ Examples:
   wf describe order-42
   wf describe order-42 --attempts 0     # every attempt recorded
   wf describe order-42 --json | jq '.pendingActivities[] | select(.state == "ACTIVITY_STATE_DEAD_LETTERED")'
+  wf describe order-42 --json | jq '.pendingActivities[] | {activityId, overriddenFields}'
   wf describe order-42 --json | jq '.finishedActivities[].activity.attempts[].failure.message'
 `
 
@@ -60,8 +72,10 @@ func (c *cli) describe(args []string) int {
 	} else {
 		fmt.Fprintln(c.stdout)
 		printActivities(c.stdout, acts, now)
+		overrides := c.overridesFor(ctx, cl, acts)
 		for _, a := range acts {
 			fmt.Fprintln(c.stdout)
+			printPolicy(c.stdout, a, client.OverrideFor(overrides, a.GetActivityType(), a.GetTaskQueue()))
 			printAttempts(c.stdout, a, *attempts, now)
 		}
 	}
@@ -70,6 +84,84 @@ func (c *cli) describe(args []string) int {
 		printFinished(c.stdout, fins, *attempts, now)
 	}
 	return exitOK
+}
+
+// overridesFor fetches the policy overrides when an activity has fields
+// one sets, to say who set them and why; without them (an older daemon, a
+// failed call) the fields are still marked.
+func (c *cli) overridesFor(ctx context.Context, cl *client.Client, acts []*durablev1.PendingActivity) []*durablev1.PolicyOverride {
+	for _, a := range acts {
+		if len(a.GetOverriddenFields()) > 0 {
+			list, err := cl.ListPolicyOverrides(ctx)
+			if err != nil {
+				return nil
+			}
+			return list
+		}
+	}
+	return nil
+}
+
+// printPolicy writes the policy in force of one activity: its options in
+// force, each field an override sets marked with the override's author and
+// reason (once; "(override)" after that).
+func printPolicy(w io.Writer, a *durablev1.PendingActivity, o *durablev1.PolicyOverride) {
+	in := a.GetOptionsInForce()
+	if in == nil {
+		in = a.GetOptions() // a daemon that does not report the policy in force
+	}
+	overridden := map[string]bool{}
+	for _, f := range a.GetOverriddenFields() {
+		overridden[f] = true
+	}
+	said := false
+	mark := func(field, text string) string {
+		if !overridden[field] {
+			return text
+		}
+		if said || o == nil {
+			return text + " (override)"
+		}
+		said = true
+		by := dash(o.GetPrincipal())
+		if r := o.GetReason(); r != "" {
+			return fmt.Sprintf("%s (override by %s: %q)", text, by, cut(r, 60))
+		}
+		return fmt.Sprintf("%s (override by %s)", text, by)
+	}
+	rp := in.GetRetryPolicy()
+	maxAttempts := a.GetMaxAttempts()
+	if maxAttempts <= 0 {
+		maxAttempts = rp.GetMaxAttempts()
+	}
+	nonRetryable := "none"
+	if list := rp.GetNonRetryable(); len(list) > 0 {
+		nonRetryable = strings.Join(list, ", ")
+	}
+	factor := rp.GetBackoff()
+	if !(factor >= 1) {
+		factor = activity.DefaultBackoff
+	}
+	fmt.Fprintf(w, "Policy in force of %s (%s):\n", a.GetActivityId(), a.GetActivityType())
+	fmt.Fprintf(w, "  %s\n", mark("retry_policy.max_attempts", fmt.Sprintf("max attempts %d", maxAttempts)))
+	fmt.Fprintf(w, "  retry: %s · %s · %s · %s\n",
+		mark("retry_policy.initial_ms", "initial "+human(activity.Backoff(rp, 1))),
+		mark("retry_policy.backoff", "backoff ×"+strconv.FormatFloat(factor, 'g', -1, 64)),
+		mark("retry_policy.max_interval_ms", "max interval "+human(activity.Backoff(rp, 1<<20))),
+		mark("retry_policy.non_retryable", "non-retryable "+nonRetryable))
+	fmt.Fprintf(w, "  timeouts: %s · %s · %s · %s\n",
+		mark("start_to_close_timeout", "start-to-close "+spanOrNone(in.GetStartToCloseTimeout())),
+		mark("heartbeat_timeout", "heartbeat "+spanOrNone(in.GetHeartbeatTimeout())),
+		"schedule-to-start "+spanOrNone(in.GetScheduleToStartTimeout()),
+		mark("schedule_to_close_timeout", "schedule-to-close "+spanOrNone(in.GetScheduleToCloseTimeout())))
+}
+
+// spanOrNone formats an optional timeout; unset and zero are "none".
+func spanOrNone(d *durationpb.Duration) string {
+	if d.AsDuration() <= 0 {
+		return "none"
+	}
+	return human(d.AsDuration())
 }
 
 // printWorkflow writes a workflow as a key/value block.

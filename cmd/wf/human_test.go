@@ -189,7 +189,7 @@ func TestStatsCheckPolicy(t *testing.T) {
 	// Attempts in the test take well under a second, so a generous policy
 	// passes and one with a max interval above start-to-close warns.
 	r := wf(t, "--addr", addr, "stats", "--type", "SendEmail", "--check-policy", "--start-to-close", "30s", "--initial", "1s", "--max-interval", "10s").wantCode(t, exitOK)
-	mustContain(t, r.stdout, "Policy:", "start-to-close", "ok")
+	mustContain(t, r.stdout, "Policy of SendEmail:", "start-to-close 30s (--start-to-close)", "max interval 10s (--max-interval)", "ok")
 	r = wf(t, "--addr", addr, "--json", "stats", "--start-to-close", "30s", "--max-interval", "5m").wantCode(t, exitFailed)
 	var doc statsDoc
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {

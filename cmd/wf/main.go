@@ -2,8 +2,9 @@
 // workflows, inspect them, their pending activities and the attempt trail of
 // finished ones, find the activities that hurt across workflows, list, group
 // and redrive dead letters (one, or many through a redrive operation the
-// daemon runs), follow and cancel operations, read the audit log of those
-// actions, follow the live change stream and read activity latency stats.
+// daemon runs), follow and cancel operations, override an activity type's
+// retry policy and timeouts, read the audit log of those actions, follow the
+// live change stream and read activity latency stats.
 //
 // Every command prints aligned tables for people and, with --json, one JSON
 // document for scripts. Exit codes: 0 ok, 1 the operation failed (a call the
@@ -94,7 +95,8 @@ func commands() []command {
 		{"activities", "list pending activities across workflows by state, attempt and failure", (*cli).activities},
 		{"dlq", "list, group and redrive dead-lettered activities, one or by operation", (*cli).dlq},
 		{"ops", "list, follow and cancel the operations the daemon runs", (*cli).ops},
-		{"audit", "who redrove or cancelled what, when, how many and why", (*cli).audit},
+		{"policy", "override an activity type's retry policy and timeouts, no redeploy", (*cli).policy},
+		{"audit", "who redrove, cancelled or overrode what, when, how many and why", (*cli).audit},
 		{"watch", "follow the daemon's live change stream", (*cli).watch},
 		{"stats", "activity latency percentiles; check a retry policy against them", (*cli).stats},
 	}
@@ -142,6 +144,8 @@ Examples:
   wf dlq redrive --all --failure-type Timeout --rate 20 --reason "INC-1234: card API back"
   wf ops describe op-3
   wf ops cancel op-3 --reason "INC-1234: not fixed after all"
+  wf policy set ChargeCard --max-attempts 8 --reason "INC-1234: card API flapping"
+  wf stats --since 7d --check-policy
   wf audit --since 24h
   wf --json list --status running | jq -r '.workflows[].workflowId'
 

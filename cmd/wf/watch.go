@@ -17,11 +17,11 @@ const watchUsage = `
 Usage: wf watch [--snapshot]
 
 Follows the daemon's change stream until interrupted: first a snapshot of
-pending activities, dead letters and workflows, then every change. Each
-activity, workflow or audit record (a redrive, updated as a bulk one goes)
-in an event is printed as one line, prefixed with the event's time and kind
-(snapshot, upsert, remove). With --json, each event is
-one JSON object on one line (JSON Lines).
+pending activities, dead letters, workflows and policy overrides, then every
+change. Each activity, workflow, policy override (set or cleared) or audit
+record (a redrive, updated as a bulk one goes) in an event is printed as one
+line, prefixed with the event's time and kind (snapshot, upsert, remove).
+With --json, each event is one JSON object on one line (JSON Lines).
 
 Examples:
   wf watch
@@ -124,6 +124,13 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 			line += " reason: " + cut(r.GetReason(), 60)
 		}
 		lines = append(lines, line)
+	}
+	for _, o := range ev.GetPolicyOverrides() {
+		if o.GetCleared() {
+			lines = append(lines, "policy override of "+overrideTarget(o)+" cleared")
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("policy override of %s: %s by %s", overrideTarget(o), patchText(o.GetPatch()), dash(o.GetPrincipal())))
 	}
 	if len(lines) == 0 {
 		lines = []string{""}

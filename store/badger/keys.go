@@ -57,8 +57,15 @@ const (
 	// the ActivitiesByState cursor.
 	prefixActivityState byte = 0x13
 
-	// prefixLatency: 0x20 | activity_type:rest → LatencyRecord.
+	// prefixLatency: 0x20 | activity_type:rest → LatencyRecord, the type's
+	// all-time record: attempts of hours past the stats retention, and the
+	// options of its most recently scheduled activity.
 	prefixLatency byte = 0x20
+	// prefixLatencyHour: 0x21 | activity_type:s16 | hour:t64 → LatencyRecord
+	// of the attempts of one type that ended in the hour starting then.
+	// One type's hours are a contiguous range, oldest first; a window of
+	// hours is read by seeking, in each type's range, to its first hour.
+	prefixLatencyHour byte = 0x21
 	// keyCounter: 0x30, the whole key → the engine's id sequence as i64
 	// (plain big-endian two's complement, 8 bytes).
 	prefixCounter byte = 0x30
@@ -78,6 +85,11 @@ const (
 	// The work list of one operation: the letters it selected when it
 	// started, in the order it releases them.
 	prefixOperationItem byte = 0x51
+
+	// prefixPolicyOverride: 0x60 | activity_type:s16 | task_queue:rest →
+	// PolicyOverride. The override for every queue of a type (task_queue
+	// empty) sorts first in the type's range.
+	prefixPolicyOverride byte = 0x60
 
 	// prefixFinished: 0x70 | workflow_id:s16 | activity_id:rest →
 	// FinishedActivity. An activity that completed, failed or was pending
@@ -280,6 +292,26 @@ func latencyKey(activityType string) []byte {
 	return append(newKey(prefixLatency, len(activityType)), activityType...)
 }
 
+// latencyTypePrefix is the range of one activity type's hourly records.
+func latencyTypePrefix(activityType string) []byte {
+	return appendS16(newKey(prefixLatencyHour, 2+len(activityType)+8), activityType)
+}
+
+func latencyHourKey(activityType string, hour time.Time) []byte {
+	return appendTime(latencyTypePrefix(activityType), hour)
+}
+
+// latencyTypeEnd sorts after every hourly record of activityType and before
+// those of the next type: no hour encodes as eight 0xff bytes.
+func latencyTypeEnd(activityType string) []byte {
+	return append(latencyTypePrefix(activityType), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+}
+
+func policyOverrideKey(activityType, taskQueue string) []byte {
+	k := appendS16(newKey(prefixPolicyOverride, 2+len(activityType)+len(taskQueue)), activityType)
+	return append(k, taskQueue...)
+}
+
 func counterKey() []byte { return []byte{prefixCounter} }
 
 func auditKey(t time.Time, id int64) []byte {
@@ -420,6 +452,38 @@ func decodeOperationItemKey(k []byte) (seq, index int64, err error) {
 		return 0, 0, fmt.Errorf("operation item key %x: %w", k, r.err)
 	}
 	return seq, index, nil
+}
+
+// latencyHourRef is what an hourly latency key holds.
+type latencyHourRef struct {
+	activityType string
+	hour         time.Time
+}
+
+func decodeLatencyHourKey(k []byte) (latencyHourRef, error) {
+	r := keyReader{b: k}
+	r.expect(prefixLatencyHour)
+	var l latencyHourRef
+	l.activityType = r.s16()
+	l.hour = r.time()
+	if r.err == nil && len(r.b) != 0 {
+		r.fail()
+	}
+	if r.err != nil {
+		return latencyHourRef{}, fmt.Errorf("latency hour key %x: %w", k, r.err)
+	}
+	return l, nil
+}
+
+func decodePolicyOverrideKey(k []byte) (activityType, taskQueue string, err error) {
+	r := keyReader{b: k}
+	r.expect(prefixPolicyOverride)
+	activityType = r.s16()
+	taskQueue = r.rest()
+	if r.err != nil {
+		return "", "", fmt.Errorf("policy override key %x: %w", k, r.err)
+	}
+	return activityType, taskQueue, nil
 }
 
 func decodeCounter(v []byte) (int64, error) {

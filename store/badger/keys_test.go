@@ -125,6 +125,36 @@ func TestOperationItemKey_RoundTrip(t *testing.T) {
 	}
 }
 
+func TestLatencyHourKey_RoundTrip(t *testing.T) {
+	t.Parallel()
+	hour := keyT0.Truncate(time.Hour)
+	for _, typ := range []string{"Charge", "", "café/ü"} {
+		got, err := decodeLatencyHourKey(latencyHourKey(typ, hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.activityType != typ || !got.hour.Equal(hour) {
+			t.Errorf("decoded %+v, want %q at %v", got, typ, hour)
+		}
+	}
+	if _, err := decodeLatencyHourKey(append(latencyHourKey("a", hour), 'x')); !errors.Is(err, errCorrupt) {
+		t.Errorf("a key with a tail: err = %v, want errCorrupt", err)
+	}
+}
+
+func TestPolicyOverrideKey_RoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, tt := range [][2]string{{"Charge", ""}, {"Charge", "payments"}, {"", "q/ü"}} {
+		typ, queue, err := decodePolicyOverrideKey(policyOverrideKey(tt[0], tt[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ != tt[0] || queue != tt[1] {
+			t.Errorf("decoded %q %q, want %q %q", typ, queue, tt[0], tt[1])
+		}
+	}
+}
+
 func TestCounterValue_RoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int64{0, 1, -1, 1 << 62} {
@@ -141,7 +171,9 @@ func TestCounterValue_RoundTrip(t *testing.T) {
 // TestKeys_SortByValue checks that byte order of each key kind is the order
 // the store promises: due time, then seq (queues); due time (timers); event id
 // (history); dead-lettered time (dead letters); seq (operations), then index
-// (work items).
+// (work items); hour within a type (latency); queue within a type, every
+// queue first (overrides). Length-prefixed parts sort shorter first, which
+// only groups, never splits, one value's range.
 func TestKeys_SortByValue(t *testing.T) {
 	t.Parallel()
 	q := func(due time.Duration, seq int64, wf string) []byte {
@@ -189,6 +221,14 @@ func TestKeys_SortByValue(t *testing.T) {
 			finishedTimeKey(time.Time{}, "z", "z"), finishedTimeKey(keyT0, "z", "z"),
 			finishedTimeKey(keyT0.Add(time.Nanosecond), "a", "a"), finishedTimeKey(keyT0.Add(24*time.Hour), "a", "a"),
 		}},
+		{"LatencyHoursByTypeThenHour", [][]byte{
+			latencyHourKey("A", time.Time{}), latencyHourKey("A", keyT0), latencyHourKey("A", keyT0.Add(time.Hour)),
+			latencyTypeEnd("A"), latencyHourKey("B", time.Time{}), latencyHourKey("AB", keyT0),
+		}},
+		{"PolicyOverridesByTypeThenQueue", [][]byte{
+			policyOverrideKey("A", ""), policyOverrideKey("A", "a"), policyOverrideKey("A", "b"),
+			policyOverrideKey("B", ""), policyOverrideKey("AB", ""),
+		}},
 		{"AuditByTimeThenID", [][]byte{
 			auditKey(keyT0, 9), auditKey(keyT0.Add(time.Nanosecond), 1), auditKey(keyT0.Add(time.Nanosecond), 2),
 			auditKey(keyT0.Add(time.Hour), 0),
@@ -222,6 +262,8 @@ func TestKeys_PrefixesDoNotOverlap(t *testing.T) {
 		{"ActivitiesOfLongerID", activityPrefix("wf"), activityKey("wf1", "1")},
 		{"QueueOfLongerName", queuePrefix(engine.ActivityTask, "q"), queueKey(engine.QueueEntry{Kind: engine.ActivityTask, Queue: "q2"})},
 		{"QueueOfOtherKind", queuePrefix(engine.ActivityTask, "q"), queueKey(engine.QueueEntry{Kind: engine.WorkflowTask, Queue: "q"})},
+		{"LatencyOfLongerType", latencyTypePrefix("A"), latencyHourKey("AB", keyT0)},
+		{"OverridesOfLongerType", policyOverrideKey("A", ""), policyOverrideKey("AB", "")},
 		{"ItemsOfOtherOperation", operationItemPrefix(1), operationItemKey(2, 1)},
 		{"ItemsOfOperationWithHigherByte", operationItemPrefix(1), operationItemKey(256+1, 0)},
 		{"StateOfLongerType", activityStatePrefix(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "Charge", true),

@@ -171,7 +171,8 @@ func testActivitiesOfOneWorkflow(h *harness) {
 
 func testLatencyRecords(h *harness) {
 	t := h.t
-	charge := &durablev1.LatencyRecord{ActivityType: "Charge", Attempts: 3, Failures: 1, MaxNs: 9e6, Buckets: []int64{0, 1, 2}}
+	charge := &durablev1.LatencyRecord{ActivityType: "Charge", Attempts: 3, Failures: 1, MaxNs: 9e6, Buckets: []int64{0, 1, 2},
+		LastOptions: &durablev1.ActivityOptions{TaskQueue: "payments", RetryPolicy: &durablev1.RetryPolicy{MaxAttempts: 2}}}
 	ship := &durablev1.LatencyRecord{ActivityType: "Ship", Attempts: 1}
 	h.update(func(tx engine.Tx) error {
 		if err := tx.PutLatency(ship); err != nil {

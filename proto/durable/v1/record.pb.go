@@ -355,7 +355,10 @@ func (x *TimerRecord) GetStartedEventId() int64 {
 	return 0
 }
 
-// LatencyRecord is a histogram of attempt durations for one activity type.
+// LatencyRecord is a histogram of attempt durations for one activity type:
+// of the attempts that ended in one hour (hour set), or, as the type's
+// all-time record (hour unset), of every attempt whose hour has passed the
+// daemon's stats retention, folded in as its hourly record is trimmed.
 type LatencyRecord struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	ActivityType string                 `protobuf:"bytes,1,opt,name=activity_type,json=activityType,proto3" json:"activity_type,omitempty"`
@@ -363,7 +366,13 @@ type LatencyRecord struct {
 	Failures     int64                  `protobuf:"varint,3,opt,name=failures,proto3" json:"failures,omitempty"`
 	MaxNs        int64                  `protobuf:"varint,4,opt,name=max_ns,json=maxNs,proto3" json:"max_ns,omitempty"`
 	// Bucket i counts durations in [2^(i/4) µs, 2^((i+1)/4) µs).
-	Buckets       []int64 `protobuf:"varint,5,rep,packed,name=buckets,proto3" json:"buckets,omitempty"`
+	Buckets []int64 `protobuf:"varint,5,rep,packed,name=buckets,proto3" json:"buckets,omitempty"`
+	// An hourly record: the start of its hour.
+	Hour *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=hour,proto3" json:"hour,omitempty"`
+	// The all-time record: the options of the type's most recently scheduled
+	// activity, as the code gave them (defaults filled in), so that stats can
+	// show the policy in force for the type.
+	LastOptions   *ActivityOptions `protobuf:"bytes,7,opt,name=last_options,json=lastOptions,proto3" json:"last_options,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -429,6 +438,20 @@ func (x *LatencyRecord) GetMaxNs() int64 {
 func (x *LatencyRecord) GetBuckets() []int64 {
 	if x != nil {
 		return x.Buckets
+	}
+	return nil
+}
+
+func (x *LatencyRecord) GetHour() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Hour
+	}
+	return nil
+}
+
+func (x *LatencyRecord) GetLastOptions() *ActivityOptions {
+	if x != nil {
+		return x.LastOptions
 	}
 	return nil
 }
@@ -542,13 +565,15 @@ const file_durable_v1_record_proto_rawDesc = "" +
 	"workflowId\x12\x19\n" +
 	"\btimer_id\x18\x02 \x01(\tR\atimerId\x127\n" +
 	"\tfire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bfireTime\x12(\n" +
-	"\x10started_event_id\x18\x04 \x01(\x03R\x0estartedEventId\"\x9d\x01\n" +
+	"\x10started_event_id\x18\x04 \x01(\x03R\x0estartedEventId\"\x8d\x02\n" +
 	"\rLatencyRecord\x12#\n" +
 	"\ractivity_type\x18\x01 \x01(\tR\factivityType\x12\x1a\n" +
 	"\battempts\x18\x02 \x01(\x03R\battempts\x12\x1a\n" +
 	"\bfailures\x18\x03 \x01(\x03R\bfailures\x12\x15\n" +
 	"\x06max_ns\x18\x04 \x01(\x03R\x05maxNs\x12\x18\n" +
-	"\abuckets\x18\x05 \x03(\x03R\abuckets\"\x91\x01\n" +
+	"\abuckets\x18\x05 \x03(\x03R\abuckets\x12.\n" +
+	"\x04hour\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04hour\x12>\n" +
+	"\flast_options\x18\a \x01(\v2\x1b.durable.v1.ActivityOptionsR\vlastOptions\"\x91\x01\n" +
 	"\x0fOperationRecord\x123\n" +
 	"\toperation\x18\x01 \x01(\v2\x15.durable.v1.OperationR\toperation\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
@@ -584,21 +609,24 @@ var file_durable_v1_record_proto_goTypes = []any{
 	(*WorkflowInfo)(nil),          // 6: durable.v1.WorkflowInfo
 	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 	(*PendingActivity)(nil),       // 8: durable.v1.PendingActivity
-	(*Operation)(nil),             // 9: durable.v1.Operation
+	(*ActivityOptions)(nil),       // 9: durable.v1.ActivityOptions
+	(*Operation)(nil),             // 10: durable.v1.Operation
 }
 var file_durable_v1_record_proto_depIdxs = []int32{
-	6, // 0: durable.v1.WorkflowRecord.info:type_name -> durable.v1.WorkflowInfo
-	0, // 1: durable.v1.WorkflowRecord.wt_state:type_name -> durable.v1.WorkflowTaskState
-	7, // 2: durable.v1.WorkflowRecord.wt_due:type_name -> google.protobuf.Timestamp
-	7, // 3: durable.v1.WorkflowRecord.wt_deadline:type_name -> google.protobuf.Timestamp
-	8, // 4: durable.v1.ActivityRecord.info:type_name -> durable.v1.PendingActivity
-	7, // 5: durable.v1.TimerRecord.fire_time:type_name -> google.protobuf.Timestamp
-	9, // 6: durable.v1.OperationRecord.operation:type_name -> durable.v1.Operation
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	6,  // 0: durable.v1.WorkflowRecord.info:type_name -> durable.v1.WorkflowInfo
+	0,  // 1: durable.v1.WorkflowRecord.wt_state:type_name -> durable.v1.WorkflowTaskState
+	7,  // 2: durable.v1.WorkflowRecord.wt_due:type_name -> google.protobuf.Timestamp
+	7,  // 3: durable.v1.WorkflowRecord.wt_deadline:type_name -> google.protobuf.Timestamp
+	8,  // 4: durable.v1.ActivityRecord.info:type_name -> durable.v1.PendingActivity
+	7,  // 5: durable.v1.TimerRecord.fire_time:type_name -> google.protobuf.Timestamp
+	7,  // 6: durable.v1.LatencyRecord.hour:type_name -> google.protobuf.Timestamp
+	9,  // 7: durable.v1.LatencyRecord.last_options:type_name -> durable.v1.ActivityOptions
+	10, // 8: durable.v1.OperationRecord.operation:type_name -> durable.v1.Operation
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_durable_v1_record_proto_init() }

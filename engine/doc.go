@@ -30,6 +30,12 @@
 //     the store's state index.
 //   - finished.go: what is kept of an activity that ended (its attempt
 //     trail) and the janitor that deletes it after the attempt retention.
+//   - audit.go: the audit log of operator actions, written in the
+//     transaction of the action, and its retention janitor. patch.go:
+//     ApplyPatch, the one meaning of an options patch (overrides and edits).
+//   - observe.go, gauge.go: what metrics hear (the Observer, told after each
+//     commit) and the per-queue, per-state counts of activities, kept by
+//     watching the states each transition reads and writes (trackTx).
 //   - store.go: the Store interface and the index entries a record implies.
 //
 // Tests run the engine on a FakeClock over an in-memory store; nothing in a

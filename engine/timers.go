@@ -38,11 +38,14 @@ func (e *Engine) timerLoop() {
 
 // fireDue handles every timer due now: expired leases become retryable
 // timeout failures, budgets that ran out dead-letter, workflow timers fire.
-// Timer effects are not synced: after a crash they are derived again from the
-// records and fire again. When it returns, every timer due when it was called
-// has fired and its effects are committed, whoever popped it: a batch popped
-// by another caller (the timer loop, say) is waited for, so a poll or a read
-// that fires due timers first never misses what one of them did.
+// Nobody is told that a timer fired, but what it did (a retry queued, say) is
+// published only after a sync, like any change a crash could take back; a
+// timer whose effects a crash does take back is derived again from the
+// records and fires again. When it returns, every timer due when it was
+// called has fired and its effects are published (or, when the store failed
+// to sync them, wait for the next sync that succeeds), whoever popped it: a batch
+// popped by another caller (the timer loop, say) is waited for, so a poll or
+// a read that fires due timers first never misses what one of them did.
 func (e *Engine) fireDue() error {
 	for {
 		if done, err := e.fireBatch(); done || err != nil {
@@ -52,7 +55,8 @@ func (e *Engine) fireDue() error {
 }
 
 // fireBatch fires up to timerBatch due timers in one transaction; done is
-// true when none was due. firing is held from the pop to the commit.
+// true when none was due. firing is held from the pop until the effects are
+// published.
 func (e *Engine) fireBatch() (done bool, err error) {
 	e.firing.Lock()
 	defer e.firing.Unlock()
@@ -71,7 +75,13 @@ func (e *Engine) fireBatch() (done bool, err error) {
 		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotDurable):
+		// Fired and committed: what the timers did is published with the
+		// next sync that succeeds (the batcher has said why it failed), and
+		// a crash before then fires them again from the records.
+		return false, nil
+	case err != nil:
 		e.mu.Lock()
 		for _, t := range batch {
 			e.timers.restore(t)

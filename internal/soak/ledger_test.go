@@ -37,6 +37,7 @@ type ledger struct {
 	// least as much (checked as it is recorded).
 	heartbeats     map[string]int
 	heartbeatAcks  int
+	wfTaskFailures int // acknowledged FailWorkflowTask: the SDK could not run a workflow task
 	checkpoints    int // leases checked against an acknowledged heartbeat
 	lostCheckpoint []problem
 
@@ -125,6 +126,9 @@ func (l *ledger) intercept(ctx context.Context, method string, req, reply any, c
 			}
 		}
 		l.wfTasks = append(l.wfTasks, ack)
+	case durablev1.Durable_FailWorkflowTask_FullMethodName:
+		delete(l.workflowLeases, string(req.(*durablev1.FailWorkflowTaskRequest).GetTaskToken()))
+		l.wfTaskFailures++
 	case durablev1.Durable_CompleteActivityTask_FullMethodName:
 		r := req.(*durablev1.CompleteActivityTaskRequest)
 		if ls, ok := l.activityLeases[string(r.GetTaskToken())]; ok {

@@ -106,7 +106,7 @@ func (r *report) figures(b *strings.Builder) {
 	row("restart, SIGKILL to serving", durations(d.restarts))
 	row("durabled peak RSS", fmt.Sprintf("%s (bound %s); %s once settled", mib(d.peakRSS), mib(r.limit), mib(r.settledRSS)))
 	row("acknowledged StartWorkflow", fmt.Sprintf("%d (+%d found to exist when a retry was refused)", acked, len(l.starts)-acked))
-	row("acknowledged CompleteWorkflowTask", len(l.wfTasks))
+	row("acknowledged CompleteWorkflowTask", fmt.Sprintf("%d (and %d FailWorkflowTask)", len(l.wfTasks), l.wfTaskFailures))
 	row("acknowledged CompleteActivityTask", len(l.completions))
 	row("acknowledged FailActivityTask", len(l.failures))
 	row("acknowledged RecordHeartbeat", l.heartbeatAcks)

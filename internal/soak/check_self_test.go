@@ -25,7 +25,7 @@ func TestCheckerFindsWhatTheDaemonDoesNotHave(t *testing.T) {
 	}
 	t.Cleanup(func() { snk.Close() })
 	led, gts := newLedger(), newGates()
-	startWorkers(t, book, led, &activities{sink: snk, gates: gts}, filepath.Join(t.TempDir(), "workers.log"))
+	workers := startWorkers(t, book, led, &activities{sink: snk, gates: gts}, filepath.Join(t.TempDir(), "workers.log"))
 	ld := &load{c: book.dial(t, "operator"), ledger: led, gates: gts}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -58,6 +58,9 @@ func TestCheckerFindsWhatTheDaemonDoesNotHave(t *testing.T) {
 	gts.openKey(letter.GetIdempotencyKey())
 	ld.redriveOne(ctx, letter, true)
 	ld.waitClosed(ctx, "wf-1")
+	for _, w := range workers {
+		w.Stop() // the ledger is read without its lock from here on
+	}
 
 	clean := &checker{c: ld.c, ledger: led, sink: snk}
 	clean.check(ctx)

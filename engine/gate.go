@@ -30,7 +30,7 @@ var (
 	// ErrNoSpace: the store's volume is short of free space. A refusal for
 	// want of space wraps it, and so does a store's own out-of-space error;
 	// the server answers ResourceExhausted.
-	ErrNoSpace = errors.New("no space for the store")
+	ErrNoSpace = errors.New("not enough disk space")
 )
 
 // refusal is the error of every call the gate refuses: its message is the

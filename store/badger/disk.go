@@ -66,6 +66,10 @@ func noSpace(err error) bool {
 // its tail unwritten.
 var truncateNeeded = regexp.MustCompile(`opening fid: (\d+) .*end offset: (\d+) < size: (\d+)`)
 
+// memLogHeader is the size of the header of a Badger memtable log (a key
+// id and an IV); a log no longer than it holds no entry.
+const memLogHeader = 20
+
 // OpenReadOnly is Open with Options.ReadOnly for a store in dir.
 func OpenReadOnly(dir string, opts Options) (*Store, error) {
 	opts.ReadOnly = true
@@ -101,8 +105,14 @@ func openReadOnly(bo badgerdb.Options) (*badgerdb.DB, error) {
 		if serr != nil || info.Size() != size || end >= size {
 			return nil, err
 		}
-		if terr := os.Truncate(path, end); terr != nil {
-			return nil, fmt.Errorf("%w (cutting %s at its last whole entry: %w)", err, path, terr)
+		cut := os.Truncate(path, end)
+		if end <= memLogHeader {
+			// No entry at all: Badger deletes such a log when it opens it,
+			// and fails to (loudly) when it opens it read-only.
+			cut = os.Remove(path)
+		}
+		if cut != nil {
+			return nil, fmt.Errorf("%w (cutting %s at its last whole entry: %w)", err, path, cut)
 		}
 	}
 	return nil, errors.New("open badger store read-only: memtable logs still need cutting after 64 tries")

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tinyllm/durable/engine"
@@ -93,6 +94,8 @@ func (r Reserve) String() string {
 }
 
 // FormatSize writes n bytes for people: "12.5 MiB", "256 MiB", "900 B".
+// It rounds down, so that a figure just under a bound never reads as the
+// bound itself ("255.9 MiB free, below the reserve of 256 MiB").
 func FormatSize(n uint64) string {
 	const units = "KMGTPE"
 	if n < 1024 {
@@ -103,6 +106,7 @@ func FormatSize(n uint64) string {
 		v /= 1024
 		i++
 	}
+	v = math.Floor(v*10) / 10
 	return strings.TrimSuffix(strconv.FormatFloat(v, 'f', 1, 64), ".0") + " " + units[i:i+1] + "iB"
 }
 
@@ -157,13 +161,13 @@ func (s DiskStatus) Refusal() error {
 	if s.Advice != "" {
 		msg += "; " + s.Advice
 	}
-	return fmt.Errorf("%w: disk almost full: %s", engine.ErrNoSpace, msg)
+	return fmt.Errorf("%w: %s", engine.ErrNoSpace, msg)
 }
 
 // PollInterval is how long the monitor waits before its next reading: a
-// second, or a tenth of one while free space is within twice the reserve,
-// so that a burst of writes near the limit is caught early. A reading costs
-// one statfs call.
+// second, or a tenth of one while free space is within twice the reserve.
+// A reading costs one statfs call. Writes faster than that are caught by
+// the bytes they write (Monitor.Wrote).
 func PollInterval(s DiskStatus) time.Duration {
 	if s.Free < 2*s.Reserve {
 		return 100 * time.Millisecond
@@ -190,13 +194,36 @@ type MonitorParams struct {
 }
 
 // Monitor watches the free space of the data volume: Run reads it about
-// once a second, Check at once (after a failed write, say). Readings are
-// serialized, and so are the reports of changes, in their order.
+// once a second, and at once when the store has written a quarter of the
+// room left above the reserve since the last reading (Wrote); Check reads
+// it at once (after a failed write, say). Readings are serialized, and so
+// are the reports of changes, in their order.
 type Monitor struct {
 	p       MonitorParams
 	mu      sync.Mutex
 	last    DiskStatus
 	started bool
+
+	// written counts the bytes written since the last reading; budget is
+	// how many may be written before the next one is due.
+	written atomic.Int64
+	budget  atomic.Int64
+	kick    chan struct{}
+}
+
+// minWriteBudget is the least Wrote lets through between two readings.
+const minWriteBudget = 256 << 10
+
+// writeBudget is how many bytes may be written after a reading before the
+// next one: a quarter of the room above the reserve (a store writes its
+// records once to its log, and later once more into a table, then frees
+// the log), at least minWriteBudget. A burst of writes thus meets the
+// reserve within a fraction of the room it had, however fast it is.
+func writeBudget(s DiskStatus) int64 {
+	if s.Free <= s.Reserve {
+		return minWriteBudget
+	}
+	return max(int64(min((s.Free-s.Reserve)/4, 1<<62)), minWriteBudget)
 }
 
 // NewMonitor returns a Monitor that has not read anything yet.
@@ -204,7 +231,23 @@ func NewMonitor(p MonitorParams) *Monitor {
 	if p.SpaceFunc == nil {
 		p.SpaceFunc = SpaceOf
 	}
-	return &Monitor{p: p, last: DiskStatus{Dir: p.Dir, Advice: p.Advice}}
+	m := &Monitor{p: p, last: DiskStatus{Dir: p.Dir, Advice: p.Advice}, kick: make(chan struct{}, 1)}
+	m.budget.Store(minWriteBudget)
+	return m
+}
+
+// Wrote counts bytes the store wrote. Once they pass the budget of the last
+// reading it asks Run for a reading now, and reports whether it did. It is
+// cheap enough to call after every commit (Options.WroteFunc).
+func (m *Monitor) Wrote(bytes int) bool {
+	if m.written.Add(int64(bytes)) < m.budget.Load() {
+		return false
+	}
+	select {
+	case m.kick <- struct{}{}:
+	default: // a reading is already asked for
+	}
+	return true
 }
 
 // Check reads the volume now, applies ShortOfSpace and reports what
@@ -213,6 +256,7 @@ func (m *Monitor) Check() DiskStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	prev := m.last
+	m.written.Store(0)
 	sp, err := m.p.SpaceFunc(m.p.Dir)
 	s := prev
 	s.Err = err
@@ -222,6 +266,7 @@ func (m *Monitor) Check() DiskStatus {
 		s.Short = ShortOfSpace(prev.Short, sp.Free, sp.Total, m.p.Reserve)
 	}
 	m.last = s
+	m.budget.Store(writeBudget(s))
 	first := !m.started
 	m.started = true
 	if m.p.CheckedFunc != nil {
@@ -240,7 +285,8 @@ func (m *Monitor) Status() DiskStatus {
 	return m.last
 }
 
-// Run reads the volume every PollInterval until ctx ends.
+// Run reads the volume every PollInterval, and when Wrote asks, until ctx
+// ends.
 func (m *Monitor) Run(ctx context.Context) {
 	t := time.NewTimer(PollInterval(m.Status()))
 	defer t.Stop()
@@ -249,6 +295,7 @@ func (m *Monitor) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-m.kick:
 		}
 		t.Reset(PollInterval(m.Check()))
 	}

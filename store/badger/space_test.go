@@ -56,7 +56,7 @@ func TestFormatSize(t *testing.T) {
 	t.Parallel()
 	for n, want := range map[uint64]string{
 		0: "0 B", 900: "900 B", 1024: "1 KiB", 1536: "1.5 KiB", 256 * mib: "256 MiB",
-		12*mib + mib/2: "12.5 MiB", 3 << 30: "3 GiB", 5 << 40: "5 TiB",
+		12*mib + mib/2: "12.5 MiB", 3 << 30: "3 GiB", 5 << 40: "5 TiB", 256*mib - 4096: "255.9 MiB",
 	} {
 		if got := FormatSize(n); got != want {
 			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
@@ -208,5 +208,31 @@ func TestDefaultReserve(t *testing.T) {
 	}
 	if got := DefaultReserve(opts).Bytes; got != max(256*mib, 2*largest) {
 		t.Errorf("DefaultReserve = %d", got)
+	}
+}
+
+// TestMonitor_WroteAsksForAReadingOnceAQuarterOfTheRoomIsWritten: however
+// fast writes come, a reading is due after a quarter of the room above the
+// reserve, and the count starts again with each reading.
+func TestMonitor_WroteAsksForAReadingOnceAQuarterOfTheRoomIsWritten(t *testing.T) {
+	t.Parallel()
+	vol := &fakeVolume{space: Space{Free: 100 * mib, Total: 1 << 30}}
+	m := NewMonitor(MonitorParams{Dir: "/data", Reserve: Reserve{Bytes: 60 * mib}, SpaceFunc: vol.read})
+	m.Check() // 40 MiB of room: a budget of 10 MiB
+	if m.Wrote(6*mib) || m.Wrote(4*mib-1) {
+		t.Fatal("a reading was asked for before 10 MiB were written")
+	}
+	if !m.Wrote(1) {
+		t.Fatal("no reading asked for after 10 MiB")
+	}
+	vol.space.Free = 64 * mib
+	m.Check() // 4 MiB of room: a budget of 1 MiB
+	if m.Wrote(mib-1) || !m.Wrote(1) {
+		t.Fatal("the budget did not shrink with the room")
+	}
+	vol.space.Free = 50 * mib
+	m.Check() // short: the least budget
+	if m.Wrote(minWriteBudget-1) || !m.Wrote(1) {
+		t.Fatal("below the reserve the budget is not the least one")
 	}
 }

@@ -22,6 +22,11 @@ type Options struct {
 	NoSync bool
 	// Logger receives Badger's own warnings and errors; nil discards them.
 	Logger *slog.Logger
+	// WroteFunc, when set, hears after each commit how many bytes of
+	// records it wrote (keys and values, before Badger's own overhead), so
+	// that a watcher of free space can look again before a burst of writes
+	// takes the reserve (Monitor.Wrote).
+	WroteFunc func(bytes int)
 	// ReadOnly opens the store without writing to it: Badger creates no
 	// memtable and no value log file, which a volume without free space
 	// could not back (see OpenReadOnly). Update then fails with
@@ -40,7 +45,8 @@ type Store struct {
 	db       *badgerdb.DB
 	dir      string
 	readOnly bool
-	sync     *groupSync // nil when Sync is a no-op
+	wrote    func(bytes int) // Options.WroteFunc
+	sync     *groupSync      // nil when Sync is a no-op
 	// maxRecord bounds one encoded record (see maxRecordSize).
 	maxRecord int
 
@@ -64,7 +70,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger store: %w", mapErr(err))
 	}
-	s := &Store{db: db, dir: dir, maxRecord: maxRecordSizeOnDisk, readOnly: opts.ReadOnly}
+	s := &Store{db: db, dir: dir, maxRecord: maxRecordSizeOnDisk, readOnly: opts.ReadOnly, wrote: opts.WroteFunc}
 	if opts.InMemory {
 		s.maxRecord = maxRecordSize
 	}
@@ -97,8 +103,10 @@ func badgerOptions(dir string, opts Options) badgerdb.Options {
 		// Commits reach the write-ahead log without fsync; Sync (group commit)
 		// makes them durable. This is what keeps many writers fast.
 		WithSyncWrites(false).
+		// Not WithLoggingLevel: it replaces the logger with Badger's own,
+		// which writes to stderr past --log-level; slogLogger drops Badger's
+		// chatter below WARNING itself.
 		WithLogger(slogLogger{logger}).
-		WithLoggingLevel(badgerdb.WARNING).
 		WithMetricsEnabled(false).
 		// Sized for a small daemon: a 64 MiB memtable allows ~9.6 MiB per
 		// transaction (Badger's limit is 15% of it).
@@ -122,7 +130,14 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 	}
 	var err error
 	for range maxConflictAttempts {
-		err = s.db.Update(func(txn *badgerdb.Txn) error { return fn(&tx{txn: txn, maxRecord: s.maxRecord}) })
+		var t *tx
+		err = s.db.Update(func(txn *badgerdb.Txn) error {
+			t = &tx{txn: txn, maxRecord: s.maxRecord}
+			return fn(t)
+		})
+		if err == nil && s.wrote != nil {
+			s.wrote(t.written)
+		}
 		if !errors.Is(err, badgerdb.ErrConflict) {
 			return mapErr(err)
 		}

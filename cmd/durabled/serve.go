@@ -69,7 +69,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		ds := disk.mon.Status()
 		logger.Error("disk full at start: the store is open read-only; reads, Watch and polls are served, changes of state are refused",
 			"free", badgerstore.FormatSize(ds.Free), "total", badgerstore.FormatSize(ds.Total),
-			"reserve", badgerstore.FormatSize(ds.Reserve), "data", cfg.data,
+			"reserve", badgerstore.FormatSize(ds.Reserve), "data", ds.Dir,
 			"what_to_do", "free space on that volume, then restart durabled to take writes again (or restart it with a lower --disk-reserve, at your own risk)")
 	}
 	// The key is read once the store holds the data directory's lock, so

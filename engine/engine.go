@@ -119,6 +119,9 @@ func New(store Store, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f := opts.WritesChangedFunc; f != nil {
+		f(e.gate.err()) // before anything can change it
+	}
 	go e.batcher()
 	go e.timerLoop()
 	go e.auditJanitor()

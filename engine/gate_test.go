@@ -128,8 +128,8 @@ func TestRefusedWritesFailWithTheReasonWhileReadsGoOn(t *testing.T) {
 	if h.e.WritesRefused() != nil {
 		t.Errorf("WritesRefused after AllowWrites = %v", h.e.WritesRefused())
 	}
-	if len(changes) != 2 || !errors.Is(changes[0], engine.ErrNoSpace) || changes[1] != nil {
-		t.Errorf("WritesChangedFunc heard %v, want the refusal then nil", changes)
+	if len(changes) != 3 || changes[0] != nil || !errors.Is(changes[1], engine.ErrNoSpace) || changes[2] != nil {
+		t.Errorf("WritesChangedFunc heard %v, want nil at start, the refusal, then nil", changes)
 	}
 }
 
@@ -243,8 +243,8 @@ func TestFailedSyncHaltsWritesUntilRestart(t *testing.T) {
 	if err := startErr(h, "next"); !errors.Is(err, engine.ErrWritesRefused) {
 		t.Errorf("AllowWrites lifted the halt of a failed sync: %v", err)
 	}
-	if len(changes) != 1 || changes[0] == nil {
-		t.Errorf("WritesChangedFunc heard %v, want one refusal", changes)
+	if len(changes) != 2 || changes[0] != nil || changes[1] == nil {
+		t.Errorf("WritesChangedFunc heard %v, want nil at start, then one refusal", changes)
 	}
 	if n := bytes.Count(logs.Bytes(), []byte("level=ERROR")); n != 1 {
 		t.Errorf("%d ERROR lines, want 1:\n%s", n, logs.String())
@@ -278,7 +278,9 @@ func TestReadOnlyEngineServesReadsAndRefusesWrites(t *testing.T) {
 	e.Close()
 
 	var logs bytes.Buffer
-	ro, err := engine.New(st, engine.Options{Clock: clock, ReadOnly: errDiskFull, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var changes []error
+	ro, err := engine.New(st, engine.Options{Clock: clock, ReadOnly: errDiskFull, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		WritesChangedFunc: func(err error) { changes = append(changes, err) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,6 +298,9 @@ func TestReadOnlyEngineServesReadsAndRefusesWrites(t *testing.T) {
 		t.Errorf("poll on a read-only engine: %v, %v; want nothing", r, err)
 	}
 	ro.Close()
+	if len(changes) != 1 || !errors.Is(changes[0], engine.ErrNoSpace) {
+		t.Errorf("WritesChangedFunc heard %v, want the read-only refusal once, at start", changes)
+	}
 	if logs.Len() > 0 {
 		t.Errorf("the read-only engine logged:\n%s", logs.String())
 	}

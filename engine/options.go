@@ -52,11 +52,10 @@ type Options struct {
 	// and the callers then get that refusal. It runs on the batcher's
 	// goroutine: it must be quick.
 	WriteFailedFunc func(err error)
-	// WritesChangedFunc, when set, hears every change of the write gate:
-	// the error writes are now refused with, or nil when they are allowed
-	// again (health checks follow it). The state at New is not reported;
-	// read it with WritesRefused. It must not call RefuseWrites or
-	// AllowWrites.
+	// WritesChangedFunc, when set, hears the state of the write gate at
+	// New and then every change of it: the error writes are now refused
+	// with, or nil when they are allowed (health checks follow it). It must
+	// not call RefuseWrites or AllowWrites.
 	WritesChangedFunc func(refused error)
 }
 

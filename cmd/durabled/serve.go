@@ -136,7 +136,6 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(durablev1.Durable_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	writesHealth(hs)(eng.WritesRefused())
 	serving.Store(true)
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()

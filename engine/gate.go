@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // The write gate. Whoever watches the disk (a monitor of free space on the
@@ -169,6 +170,32 @@ func (e *Engine) waitWritable() bool {
 	}
 }
 
+// storeRetryAfter is how long an internal writer waits after a store error
+// that left the gate open (the store said it had no space while the volume
+// reads as having room, because a quota or its inodes ran out, say):
+// nothing else would stop it retrying at once, in a loop.
+const storeRetryAfter = time.Second
+
+// pauseAfter is what an internal writer (the timer loop, the releaser)
+// does after a round that ended with err, before its next one; it returns
+// false when the engine closed. An error while the gate is open is waited
+// out for storeRetryAfter on the engine's clock; a closed gate is waited
+// out by waitWritable at the top of the writer's loop.
+func (e *Engine) pauseAfter(err error) bool {
+	switch {
+	case errors.Is(err, ErrClosed):
+		return false
+	case err == nil || e.gate.err() != nil:
+		return true
+	}
+	select {
+	case <-e.clock.After(storeRetryAfter):
+		return true
+	case <-e.closeCh:
+		return false
+	}
+}
+
 // wakeAll wakes every parked poll and the timer loop: writes were refused
 // and are allowed again, so work that waited can be handed out.
 func (e *Engine) wakeAll() {
@@ -215,12 +242,12 @@ func (e *Engine) syncFailed(err error) error {
 	}
 	var reason error
 	if r := e.gate.err(); errors.Is(err, ErrNoSpace) || errors.Is(r, ErrNoSpace) {
-		reason = fmt.Errorf("%w: a sync of the store failed for want of space (%v); changes since the last good sync may not be on disk, so writes are refused until durabled restarts and recovers from its log: free space, then restart it", ErrNoSpace, err)
+		reason = fmt.Errorf("%w: a sync of the store failed for want of space (%v); changes since the last good sync may not be on disk, so writes are refused until the daemon restarts and recovers from its log: free space, then restart it", ErrNoSpace, err)
 	} else {
-		reason = fmt.Errorf("a sync of the store failed (%w); changes since the last good sync may not be on disk, so writes are refused until durabled restarts and recovers from its log: check the disk, then restart it", err)
+		reason = fmt.Errorf("a sync of the store failed (%w); changes since the last good sync may not be on disk, so writes are refused until the daemon restarts and recovers from its log: check the disk, then restart it", err)
 	}
 	if e.haltWrites(reason) {
-		e.opts.Logger.Error("a sync of the store failed; refusing writes until durabled restarts", "err", err)
+		e.opts.Logger.Error("a sync of the store failed; refusing writes until the daemon restarts", "err", err)
 	}
 	return e.gate.err()
 }

@@ -104,12 +104,12 @@ func (e *Engine) releaser() {
 		e.mu.Unlock()
 		switch {
 		case len(work) > 0:
-			if errors.Is(e.release(work, now), ErrClosed) {
+			if !e.pauseAfter(e.release(work, now)) {
 				return
 			}
 			continue
 		case purge:
-			if errors.Is(e.purgeStep(), ErrClosed) {
+			if !e.pauseAfter(e.purgeStep()) {
 				return
 			}
 			continue

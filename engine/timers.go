@@ -19,8 +19,12 @@ func (e *Engine) timerLoop() {
 		if !e.waitWritable() {
 			return
 		}
-		if err := e.fireDue(); err != nil && !errors.Is(err, ErrClosed) {
+		err := e.fireDue()
+		if err != nil && !refused(err) && !errors.Is(err, ErrClosed) {
 			e.opts.Logger.Error("firing timers", "err", err)
+		}
+		if !e.pauseAfter(err) {
+			return
 		}
 		e.mu.Lock()
 		now := e.now()
@@ -47,15 +51,11 @@ func (e *Engine) timerLoop() {
 // has fired and its effects are committed, whoever popped it: a batch popped
 // by another caller (the timer loop, say) is waited for, so a poll or a read
 // that fires due timers first never misses what one of them did. While
-// writes are refused it fires nothing and returns nil: reads go on with the
-// state as it is.
+// writes are refused it fires nothing and returns the refusal: reads and
+// polls go on with the state as it is.
 func (e *Engine) fireDue() error {
 	for {
-		done, err := e.fireBatch()
-		if refused(err) {
-			return nil
-		}
-		if done || err != nil {
+		if done, err := e.fireBatch(); done || err != nil {
 			return err
 		}
 	}

@@ -236,3 +236,13 @@ func TestMonitor_WroteAsksForAReadingOnceAQuarterOfTheRoomIsWritten(t *testing.T
 		t.Fatal("below the reserve the budget is not the least one")
 	}
 }
+
+// BenchmarkSpaceOf is the cost of one reading of the volume (a statfs).
+func BenchmarkSpaceOf(b *testing.B) {
+	dir := b.TempDir()
+	for b.Loop() {
+		if _, err := SpaceOf(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

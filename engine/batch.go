@@ -2,17 +2,10 @@ package engine
 
 import (
 	"errors"
-	"fmt"
-	"time"
 )
 
 // maxBatch bounds how many transitions share one store transaction.
 const maxBatch = 256
-
-// syncRetry is how long the batcher waits before it syncs again after a
-// failed sync left committed changes unpublished, when no transition comes
-// to start one sooner.
-const syncRetry = time.Second
 
 // What a committed transition changed reaches the world outside the store
 // (published) only once the store has synced it: its queue entries are
@@ -23,8 +16,8 @@ const syncRetry = time.Second
 // back. Two things do not wait for the disk:
 //
 //   - A lease hand-out (a poll taking a task) is answered at commit, and what
-//     it changed (the attempt started, its lease timer) is published at once
-//     unless a change before it still waits for a sync. A lease lost in a
+//     it changed (the attempt started, its lease timer) is published at once,
+//     or after the sync of a change before it in its batch. A lease lost in a
 //     crash is a redelivery, which the idempotency key covers; waiting for
 //     the disk would add an fsync to every poll.
 //   - Reads (describe, lists, a Watch snapshot) read the store, which holds
@@ -34,6 +27,12 @@ const syncRetry = time.Second
 // A change that shows nothing outside the engine (a janitor's deletes, a
 // timer found stale, timers alone: a timer only starts a transition, which is
 // published after its own sync) needs no sync and is published at commit.
+// A sync that fails publishes nothing of what it covered: writes are refused
+// from then on (gate.go), and the restart that lifts the refusal rebuilds
+// the queues and timers from what the store recovered.
+//
+// Publishing runs on the batcher's goroutine between batches and takes only
+// the engine's mutex, which no one holds while waiting for the batcher.
 
 // requestKind says when a transition is answered and when what it changed is
 // published.
@@ -48,8 +47,8 @@ const (
 	// shows anything, at commit otherwise; it is answered once published,
 	// so whoever fires a timer and then polls sees what the timer did.
 	kindUpdate
-	// kindLease: a lease hand-out. Answered at commit; published at once
-	// unless a change before it waits for a sync.
+	// kindLease: a lease hand-out. Answered at commit; published at once,
+	// or after the sync of a change before it in its batch.
 	kindLease
 )
 
@@ -69,12 +68,6 @@ func (r *request) waits() bool {
 	}
 	return r.kind == kindCommit || r.kind == kindUpdate && r.change.shown()
 }
-
-// ErrNotDurable: the transition was applied, but the store failed to make it
-// durable. Nothing of it is published until a later sync succeeds (the
-// engine tries again by itself); a crash before then loses it. Whether it
-// happened is unknown to the caller.
-var ErrNotDurable = errors.New("applied but not made durable")
 
 // errAbortBatch makes the store discard a batch in which one transition
 // failed, so the failure leaves no partial writes behind.
@@ -120,9 +113,6 @@ func (e *Engine) batcher() {
 		var first *request
 		select {
 		case first = <-e.requests:
-		case <-e.syncRetry:
-			e.finish(nil)
-			continue
 		case <-e.closeCh:
 			return
 		}
@@ -144,23 +134,20 @@ func (e *Engine) batcher() {
 // finish publishes what a committed batch changed and answers its callers.
 // Changes are published in commit order. Those before the first change that
 // waits for a sync go at once, and so do the failed transitions and the
-// leases and updates that need no sync; the rest, with the changes a failed
-// sync left behind, go after one shared sync. When that sync fails, nothing
-// more is published: the callers that waited for it get ErrNotDurable, and the
-// changes wait for the next sync, which the next batch runs or, when none
-// comes, the batcher after syncRetry.
+// leases and updates that need no sync; the rest go after one shared sync.
+// When that sync fails, nothing more is published: the changes may not be on
+// disk, the write gate closes until a restart recovers the store from its
+// log (gate.go), and the callers that waited for the sync get the refusal.
 func (e *Engine) finish(batch []*request) {
 	i := 0
-	if len(e.unpublished) == 0 {
-		for i < len(batch) && !batch[i].waits() {
-			i++
-		}
-		e.publish(changesOf(batch[:i]))
-		for _, r := range batch[:i] {
-			close(r.done)
-		}
+	for i < len(batch) && !batch[i].waits() {
+		i++
 	}
-	pending := e.unpublished
+	e.publish(changesOf(batch[:i]))
+	for _, r := range batch[:i] {
+		close(r.done)
+	}
+	var pending []*change
 	var waiting []*request
 	for _, r := range batch[i:] {
 		if r.change != nil {
@@ -177,16 +164,11 @@ func (e *Engine) finish(batch []*request) {
 	}
 	began := e.now()
 	err := e.store.Sync()
-	if err != nil {
-		e.unpublished = pending
-		e.syncRetry = e.clock.After(syncRetry)
-		e.opts.Logger.Error("syncing the store; committed changes stay unpublished until a sync succeeds",
-			"changes", len(pending), "err", err)
-		err = fmt.Errorf("%w: %w", ErrNotDurable, err)
-	} else {
+	if err == nil {
 		e.opts.Observer.Synced(e.now().Sub(began))
-		e.unpublished, e.syncRetry = nil, nil
 		e.publish(pending)
+	} else {
+		err = e.syncFailed(err)
 	}
 	for _, r := range waiting {
 		r.err = err
@@ -225,14 +207,20 @@ func (e *Engine) publish(changes []*change) {
 // apply applies a batch. When a transition fails, the transaction is
 // discarded; the transitions before it are applied again without it, and it
 // runs alone so its error (and nothing else of it) is what its caller sees.
+// While writes are refused (gate.go) the batch fails whole before anything
+// of it reaches the store; so does a batch whose commit the store refused.
 func (e *Engine) apply(batch []*request) {
 	for len(batch) > 0 {
 		e.mu.Lock()
 		closed := e.closed
 		e.mu.Unlock()
+		stop := e.gate.err()
 		if closed {
+			stop = ErrClosed
+		}
+		if stop != nil {
 			for _, r := range batch {
-				r.err = ErrClosed
+				r.err = stop
 			}
 			return
 		}
@@ -241,6 +229,8 @@ func (e *Engine) apply(batch []*request) {
 		case n == len(batch):
 			return
 		case !errors.Is(err, errAbortBatch):
+			// The store's commit failed: the batch fails whole.
+			err = e.storeFailed(err)
 			for _, r := range batch {
 				r.err = err
 			}
@@ -250,7 +240,7 @@ func (e *Engine) apply(batch []*request) {
 			e.apply(batch[:n])
 		}
 		if _, err := e.try(batch[n : n+1]); !errors.Is(err, errAbortBatch) && err != nil {
-			batch[n].err = err
+			batch[n].err = e.storeFailed(err)
 		}
 		batch = batch[n+1:]
 	}

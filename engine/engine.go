@@ -28,10 +28,6 @@ type Engine struct {
 	// handed out (queue sequence numbers, lease ids).
 	rng *rand.Rand
 	seq int64
-	// Owned by the batcher too: committed changes a failed sync left
-	// unpublished, and when to sync again for them (batch.go).
-	unpublished []*change
-	syncRetry   <-chan time.Time
 
 	// firing is held while a batch of due timers is popped and fired, so
 	// that whoever fires timers next sees that batch published (timers.go).
@@ -66,6 +62,9 @@ type Engine struct {
 	// overrides is the policy override table in force (override.go),
 	// replaced whole after each committed change and read without a lock.
 	overrides atomic.Pointer[overrideTable]
+
+	// gate says whether writes are allowed now (gate.go).
+	gate *writeGate
 }
 
 // New returns an engine over store. It reads the id counter and the earliest
@@ -100,6 +99,7 @@ func New(store Store, opts Options) (*Engine, error) {
 		opsDone:     make(chan struct{}),
 
 		trailJanitorDone: make(chan struct{}),
+		gate:             newWriteGate(opts.ReadOnly),
 	}
 	err := store.View(func(tx Tx) error {
 		n, err := tx.Counter()
@@ -119,6 +119,9 @@ func New(store Store, opts Options) (*Engine, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if f := opts.WritesChangedFunc; f != nil {
+		f(e.gate.err()) // before anything can change it
 	}
 	go e.batcher()
 	go e.timerLoop()

@@ -69,6 +69,11 @@ func (s *heldStore) awaitSync(t *testing.T, what string) {
 func (h *harness) park() <-chan *durablev1.ActivityTask {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.t.Cleanup(cancel)
+	return h.parkUntil(ctx)
+}
+
+// parkUntil is park until ctx ends.
+func (h *harness) parkUntil(ctx context.Context) <-chan *durablev1.ActivityTask {
 	got := make(chan *durablev1.ActivityTask, 1)
 	go func() {
 		for ctx.Err() == nil {
@@ -188,9 +193,9 @@ func scheduleOne(h *harness, opts *durablev1.ActivityOptions) <-chan error {
 // backoff or after a lease ran out on the clock, a redrive, a redrive
 // operation's release) is handed to no poll while the sync of its
 // transaction is held, and to the poll that waits for it once the sync
-// completes. A sync that fails publishes nothing: the caller gets
-// ErrNotDurable, and the task is handed out once a later sync, which the
-// engine runs by itself, succeeds.
+// completes. A sync that fails publishes nothing: the caller gets the
+// refusal of writes that follows it, and the task is handed out after a
+// restart.
 func TestNoTaskVisibleBeforeSync(t *testing.T) {
 	t.Parallel()
 	t.Run("ScheduledActivity", func(t *testing.T) {
@@ -347,22 +352,30 @@ func TestNoTaskVisibleBeforeSync(t *testing.T) {
 		t.Parallel()
 		h, s := setupHeld(t, engine.Options{})
 		h.start("wf", "Flaky")
-		parked := h.park()
+		ctx, stop := context.WithCancel(context.Background())
+		parked := h.parkUntil(ctx)
 		s.held.Store(true)
 		done := scheduleOne(h, nil)
 		s.awaitSync(t, "CompleteWorkflowTask")
 		diskGone := errors.New("input/output error")
 		s.verdict <- diskGone
 		err := answer(t, done, "CompleteWorkflowTask")
-		if !errors.Is(err, engine.ErrNotDurable) || !errors.Is(err, diskGone) {
-			t.Fatalf("CompleteWorkflowTask after a failed sync: %v, want ErrNotDurable wrapping the store's error", err)
+		if !errors.Is(err, engine.ErrWritesRefused) || !errors.Is(err, diskGone) {
+			t.Fatalf("CompleteWorkflowTask after a failed sync: %v, want a refusal wrapping the store's error", err)
 		}
 		h.nothingHandedOut(parked, "after a failed sync")
-		// Nothing else comes to the engine: it syncs again by itself.
-		h.clock.Advance(time.Second)
-		s.awaitSync(t, "the engine's own retry")
-		h.nothingHandedOut(parked, "during the retried sync")
-		s.verdict <- nil
-		handedOut(t, parked, "wf", 1)
+		// A restart queues again what the store holds.
+		stop()
+		s.held.Store(false)
+		h.e.Close()
+		e, err := engine.New(s, engine.Options{Clock: h.clock, Jitter: func(d time.Duration) time.Duration { return d }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		r, err := e.PollActivityTask(now(), &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "after"})
+		if err != nil || len(r.GetTasks()) != 1 || r.GetTasks()[0].GetWorkflowId() != "wf" {
+			t.Fatalf("after a restart: %v, %v; want attempt 1 of wf's activity", r.GetTasks(), err)
+		}
 	})
 }

@@ -64,16 +64,15 @@ func CheckID(s string) error {
 	}
 	index := 0
 	for offset, r := range s {
-		at := fmt.Sprintf("at byte offset %d (character %d)", offset, index)
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(s[offset:]); size == 1 {
 				return &IDError{Offset: offset, Index: index, Rune: r,
-					Reason: fmt.Sprintf("must be valid UTF-8: byte 0x%02x %s is not", s[offset], at)}
+					Reason: fmt.Sprintf("must be valid UTF-8: byte 0x%02x %s is not", s[offset], at(offset, index))}
 			}
 		}
 		if class := refusedClass(r); class != "" {
 			return &IDError{Offset: offset, Index: index, Rune: r,
-				Reason: fmt.Sprintf("must not contain %s (%s) %s", runeName(r), class, at)}
+				Reason: fmt.Sprintf("must not contain %s (%s) %s", runeName(r), class, at(offset, index))}
 		}
 		if r == ' ' && (offset == 0 || offset == len(s)-1) {
 			where := "begin"
@@ -81,11 +80,15 @@ func CheckID(s string) error {
 				where = "end"
 			}
 			return &IDError{Offset: offset, Index: index, Rune: r,
-				Reason: fmt.Sprintf("must not %s with a space (%s)", where, at)}
+				Reason: fmt.Sprintf("must not %s with a space (%s)", where, at(offset, index))}
 		}
 		index++
 	}
 	return nil
+}
+
+func at(offset, index int) string {
+	return fmt.Sprintf("at byte offset %d (character %d)", offset, index)
 }
 
 // refusedClass says why r may not appear in an id ("a format character"),

@@ -73,22 +73,33 @@ func TestIdsRejectInvisibleCharacters(t *testing.T) {
 	})
 
 	t.Run("InvalidUTF8", func(t *testing.T) {
-		// Go's generated code will not marshal such a string, so send the
-		// bytes as another client could: field 1 (workflow_id), then 2 and 3.
-		// gRPC's proto codec refuses them before any handler runs, with
-		// Internal and no field name; activity.CheckID's UTF-8 rule is for
-		// callers that reach the validator some other way.
-		var req []byte
-		req = protowire.AppendTag(req, 1, protowire.BytesType)
-		req = protowire.AppendString(req, "order-\xff")
-		req = protowire.AppendTag(req, 2, protowire.BytesType)
-		req = protowire.AppendString(req, "T")
-		req = protowire.AppendTag(req, 3, protowire.BytesType)
-		req = protowire.AppendString(req, "q")
-		var resp rawMessage
-		err := conn.Invoke(ctx, durablev1.Durable_StartWorkflow_FullMethodName, rawMessage(req), &resp, grpc.ForceCodec(rawCodec{}))
-		if st := status.Convert(err); st.Code() == codes.OK || !strings.Contains(st.Message(), "invalid UTF-8") {
-			t.Fatalf("StartWorkflow with invalid UTF-8 = %v (%q), want it refused", st.Code(), st.Message())
+		// Go's generated code will not marshal such a string, so the test
+		// sends the bytes as another client could.
+		str := func(b []byte, num protowire.Number, s string) []byte {
+			return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), s)
+		}
+		msg := func(b []byte, num protowire.Number, m []byte) []byte {
+			return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), m)
+		}
+		ref := func(wf, act string) []byte { return str(str(nil, 1, wf), 2, act) }
+		cases := []struct {
+			name, method string
+			req          []byte
+			field, want  string
+		}{
+			{"WorkflowID", durablev1.Durable_StartWorkflow_FullMethodName, str(str(str(nil, 1, "order-\xff"), 2, "T"), 3, "q"),
+				"workflow_id", "must be valid UTF-8: byte 0xff at byte offset 6 (character 6) is not"},
+			{"AfterMultiByte", durablev1.Durable_DescribeWorkflow_FullMethodName, str(nil, 1, "é\xc3"),
+				"workflow_id", "byte 0xc3 at byte offset 2 (character 1)"},
+			{"NestedInAList", durablev1.Durable_RedriveDeadLetters_FullMethodName, msg(msg(nil, 2, ref("w", "a")), 2, ref("w", "\xfe")),
+				"activities[1].activity_id", "byte 0xfe at byte offset 0"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				var resp rawMessage
+				err := conn.Invoke(ctx, tc.method, rawMessage(tc.req), &resp, grpc.ForceCodec(rawCodec{}))
+				wantRefused(t, err, tc.field, tc.want)
+			})
 		}
 	})
 

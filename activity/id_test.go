@@ -133,3 +133,22 @@ func TestEscapeIDEscapesExactlyWhatCheckIDRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestFailureFromErrorWritesATypeTheDaemonTakes(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ typ, want string }{
+		{"CardDeclined", "CardDeclined"},
+		{"Card\u200BDeclined", `Card\u200bDeclined`},
+		{" Padded ", `\u0020Padded\u0020`},
+		{strings.Repeat("\u202E", 200), ""}, // escaped, then cut to MaxIDLen bytes
+	}
+	for _, tt := range tests {
+		f := FailureFromError(NewError(tt.typ, "boom"))
+		if tt.want != "" && f.GetType() != tt.want {
+			t.Errorf("type %q became %q, want %q", tt.typ, f.GetType(), tt.want)
+		}
+		if err := CheckID(f.GetType()); err != nil {
+			t.Errorf("type %q became %q, which CheckID refuses: %v", tt.typ, f.GetType(), err)
+		}
+	}
+}

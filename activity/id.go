@@ -24,7 +24,8 @@ const MaxIDLen = 1000
 //	                              reorder the text around them
 //	private-use characters (Co)   no meaning of their own; shown as a box, a font's icon or nothing
 //	other invisible characters    default-ignorable ones that are not Cf (U+115F, U+3164 HANGUL
-//	                              FILLER, U+034F COMBINING GRAPHEME JOINER, …)
+//	                              FILLER, U+034F COMBINING GRAPHEME JOINER, …) and U+2800
+//	                              BRAILLE PATTERN BLANK
 //	line and paragraph separators (Zl, Zp)
 //	spaces other than U+0020      (no-break, thin, ideographic, …): they look like a space
 //	unassigned code points (Cn)   in the Unicode version of the Go release the daemon was
@@ -111,13 +112,16 @@ func refusedClass(r rune) string {
 		return "a paragraph separator"
 	case unicode.Is(unicode.Zs, r):
 		return "a space other than U+0020"
-	case unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r):
+	case unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r), r == brailleBlank:
 		return "an invisible character"
 	case !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S):
 		return "an unassigned code point"
 	}
 	return ""
 }
+
+// brailleBlank is a symbol (So) that every font draws as nothing.
+const brailleBlank = 0x2800
 
 // runeNames names the characters people meet in ids that lie.
 var runeNames = map[rune]string{
@@ -150,6 +154,7 @@ var runeNames = map[rune]string{
 	0x2067: "RIGHT-TO-LEFT ISOLATE",
 	0x2068: "FIRST STRONG ISOLATE",
 	0x2069: "POP DIRECTIONAL ISOLATE",
+	0x2800: "BRAILLE PATTERN BLANK",
 	0x3000: "IDEOGRAPHIC SPACE",
 	0x3164: "HANGUL FILLER",
 	0xFEFF: "ZERO WIDTH NO-BREAK SPACE (byte order mark)",

@@ -46,6 +46,7 @@ func TestCheckID(t *testing.T) {
 		{"NoBreakSpace", "a\u00A0b", 1, 1, "U+00A0 NO-BREAK SPACE (a space other than U+0020)"},
 		{"IdeographicSpace", "東\u3000京", 3, 1, "U+3000 IDEOGRAPHIC SPACE"},
 		{"HangulFiller", "a\u3164b", 1, 1, "U+3164 HANGUL FILLER (an invisible character)"},
+		{"BraillePatternBlank", "a\u2800b", 1, 1, "U+2800 BRAILLE PATTERN BLANK (an invisible character)"},
 		{"PrivateUse", "a\uE000b", 1, 1, "U+E000 (a private-use character)"},
 		{"SupplementaryPrivateUse", "a\U000F0000", 1, 1, "(a private-use character)"},
 		{"Unassigned", "a\u0378b", 1, 1, "U+0378 (an unassigned code point)"},

@@ -96,8 +96,8 @@ func at(offset, index int) string {
 // or returns "" when it may.
 func refusedClass(r rune) string {
 	switch {
-	case r == ' ':
-		return ""
+	case r < utf8.RuneSelf && r >= ' ' && r != 0x7F:
+		return "" // printable ASCII, the common case, without a table lookup
 	case unicode.Is(unicode.Cc, r):
 		return "a control character"
 	case unicode.Is(unicode.Cf, r):

@@ -80,9 +80,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	if !opts.InMemory && !opts.NoSync {
 		s.sync = newGroupSync(db.Sync)
 	}
-	if err := s.backfillStateIndex(); err != nil {
-		db.Close()
-		return nil, err
+	for _, backfill := range []func() error{s.backfillStateIndex, s.backfillWorkflowIndexes} {
+		if err := backfill(); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

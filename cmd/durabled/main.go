@@ -25,6 +25,7 @@ import (
 
 	"github.com/tinyllm/durable/engine"
 	"github.com/tinyllm/durable/server"
+	badgerstore "github.com/tinyllm/durable/store/badger"
 )
 
 // config is everything the flags decide.
@@ -48,6 +49,9 @@ type config struct {
 	auditRetention               time.Duration
 	statsRetention               time.Duration
 	attemptRetention             time.Duration
+	// diskReserve is --disk-reserve; nil means the default rule
+	// (badgerstore.DefaultReserve).
+	diskReserve *badgerstore.Reserve
 }
 
 // Exit codes scripts can rely on.
@@ -125,6 +129,11 @@ operator action is written to an audit log (wf audit). Activities that
 finish are kept with their attempt trail for --attempt-retention (wf
 describe).
 
+A full disk is a state, not a crash: below --disk-reserve free on the data
+volume, calls that change state are refused with ResourceExhausted (reads,
+Watch and polls go on) until space is back; started on a full disk, durabled
+opens its store read-only and needs a restart once space is freed.
+
 Flags:
 `
 
@@ -175,6 +184,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		"keep finished activities with every attempt and its failure this `long` after they finish (a duration such as 36h, or days such as 7d)")
 	fs.IntVar(&cfg.maxWatchers, "max-watchers", engine.DefaultMaxWatchers,
 		"most Watch streams (consoles, 'wf watch', SDK watchers) open at once; one more is refused with ResourceExhausted. Each may hold 4,096 unread changes; a watcher further behind ends with Aborted and resubscribes")
+	fs.Var(reserveFlag{&cfg.diskReserve}, "disk-reserve",
+		"free space to keep on the data volume, a `SIZE|PERCENT` such as 512MiB or 5%: below it, changes of state are refused until space is back. "+
+			"Default 256MiB, or twice the largest file the store maps when that is more; a lower value risks a crash (SIGBUS) when the disk fills")
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprint(w, usageHeader)
@@ -217,6 +229,25 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("--attempt-retention must be at least 1m, got %s", cfg.attemptRetention)
 	}
 	return cfg, nil
+}
+
+// reserveFlag is --disk-reserve: a size or a share of the volume.
+type reserveFlag struct{ r **badgerstore.Reserve }
+
+func (f reserveFlag) String() string {
+	if f.r == nil || *f.r == nil {
+		return ""
+	}
+	return (*f.r).String()
+}
+
+func (f reserveFlag) Set(s string) error {
+	r, err := badgerstore.ParseReserve(s)
+	if err != nil {
+		return err
+	}
+	*f.r = &r
+	return nil
 }
 
 // days is a duration flag that also takes whole days ("90d").

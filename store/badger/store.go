@@ -22,6 +22,16 @@ type Options struct {
 	NoSync bool
 	// Logger receives Badger's own warnings and errors; nil discards them.
 	Logger *slog.Logger
+	// WroteFunc, when set, hears after each commit how many bytes of
+	// records it wrote (keys and values, before Badger's own overhead), so
+	// that a watcher of free space can look again before a burst of writes
+	// takes the reserve (Monitor.Wrote).
+	WroteFunc func(bytes int)
+	// ReadOnly opens the store without writing to it: Badger creates no
+	// memtable and no value log file, which a volume without free space
+	// could not back (see OpenReadOnly). Update then fails with
+	// engine.ErrWritesRefused.
+	ReadOnly bool
 }
 
 // maxConflictAttempts bounds how often Update re-runs a transaction that lost
@@ -32,9 +42,11 @@ const maxConflictAttempts = 10
 // makes them durable, sharing one fsync among all callers waiting at the time
 // (group commit). It is safe for concurrent use.
 type Store struct {
-	db   *badgerdb.DB
-	dir  string
-	sync *groupSync // nil when Sync is a no-op
+	db       *badgerdb.DB
+	dir      string
+	readOnly bool
+	wrote    func(bytes int) // Options.WroteFunc
+	sync     *groupSync      // nil when Sync is a no-op
 	// maxRecord bounds one encoded record (see maxRecordSize).
 	maxRecord int
 
@@ -47,6 +59,42 @@ var _ engine.Store = (*Store)(nil)
 // Open opens (or creates) the store in dir and recovers whatever it holds.
 // With opts.InMemory, dir is ignored and nothing touches the disk.
 func Open(dir string, opts Options) (*Store, error) {
+	bo := badgerOptions(dir, opts)
+	var db *badgerdb.DB
+	var err error
+	if opts.ReadOnly && !opts.InMemory {
+		db, err = openReadOnly(bo)
+	} else {
+		db, err = badgerdb.Open(bo)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open badger store: %w", mapErr(err))
+	}
+	s := &Store{db: db, dir: dir, maxRecord: maxRecordSizeOnDisk, readOnly: opts.ReadOnly, wrote: opts.WroteFunc}
+	if opts.InMemory {
+		s.maxRecord = maxRecordSize
+	}
+	if !opts.InMemory && !opts.NoSync && !opts.ReadOnly {
+		s.sync = newGroupSync(db.Sync)
+	}
+	if opts.ReadOnly {
+		// Activities without their state index entry stay out of
+		// ListActivities, and workflows without their running or closed
+		// index entry out of a Watch snapshot, until a read-write start
+		// adds them.
+		return s, nil
+	}
+	for _, backfill := range []func() error{s.backfillStateIndex, s.backfillWorkflowIndexes} {
+		if err := backfill(); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// badgerOptions are the Badger options Open uses for opts.
+func badgerOptions(dir string, opts Options) badgerdb.Options {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -59,8 +107,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		// Commits reach the write-ahead log without fsync; Sync (group commit)
 		// makes them durable. This is what keeps many writers fast.
 		WithSyncWrites(false).
+		// Not WithLoggingLevel: it replaces the logger with Badger's own,
+		// which writes to stderr past --log-level; slogLogger drops Badger's
+		// chatter below WARNING itself.
 		WithLogger(slogLogger{logger}).
-		WithLoggingLevel(badgerdb.WARNING).
 		WithMetricsEnabled(false).
 		// Sized for a small daemon: a 64 MiB memtable allows ~9.6 MiB per
 		// transaction (Badger's limit is 15% of it).
@@ -68,25 +118,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		WithNumMemtables(3).
 		WithValueLogFileSize(64 << 20).
 		WithBlockCacheSize(32 << 20).
-		WithNumCompactors(2)
-	db, err := badgerdb.Open(bo)
-	if err != nil {
-		return nil, fmt.Errorf("open badger store: %w", err)
-	}
-	s := &Store{db: db, dir: dir, maxRecord: maxRecordSizeOnDisk}
-	if opts.InMemory {
-		s.maxRecord = maxRecordSize
-	}
-	if !opts.InMemory && !opts.NoSync {
-		s.sync = newGroupSync(db.Sync)
-	}
-	for _, backfill := range []func() error{s.backfillStateIndex, s.backfillWorkflowIndexes} {
-		if err := backfill(); err != nil {
-			db.Close()
-			return nil, err
-		}
-	}
-	return s, nil
+		WithNumCompactors(2).
+		WithReadOnly(opts.ReadOnly && !opts.InMemory)
+	return bo
 }
 
 // Update runs fn in one read-write transaction and commits it when fn returns
@@ -95,9 +129,19 @@ func Open(dir string, opts Options) (*Store, error) {
 // no effects outside the transaction that a re-run would repeat. A
 // transaction larger than Badger allows fails with badger's ErrTxnTooBig.
 func (s *Store) Update(fn func(engine.Tx) error) error {
+	if s.readOnly {
+		return errReadOnly
+	}
 	var err error
 	for range maxConflictAttempts {
-		err = s.db.Update(func(txn *badgerdb.Txn) error { return fn(&tx{txn: txn, maxRecord: s.maxRecord}) })
+		var t *tx
+		err = s.db.Update(func(txn *badgerdb.Txn) error {
+			t = &tx{txn: txn, maxRecord: s.maxRecord}
+			return fn(t)
+		})
+		if err == nil && s.wrote != nil {
+			s.wrote(t.written)
+		}
 		if !errors.Is(err, badgerdb.ErrConflict) {
 			return mapErr(err)
 		}
@@ -117,7 +161,7 @@ func (s *Store) Sync() error {
 	if s.sync == nil {
 		return nil
 	}
-	return s.sync.Sync()
+	return mapErr(s.sync.Sync())
 }
 
 // Close finishes pending Syncs, then flushes and closes Badger. Later calls
@@ -141,6 +185,10 @@ func mapErr(err error) error {
 		return nil
 	case errors.Is(err, badgerdb.ErrDBClosed):
 		return fmt.Errorf("badger store: %w", engine.ErrClosed)
+	case noSpace(err):
+		return fmt.Errorf("%w: %w", engine.ErrNoSpace, err)
+	case errors.Is(err, badgerdb.ErrReadOnlyTxn):
+		return fmt.Errorf("%w: %w", errReadOnly, err)
 	case errors.Is(err, badgerdb.ErrTxnTooBig):
 		// The request's payloads together are more than one transaction
 		// holds: the caller's to fix, not an outage.

@@ -145,6 +145,8 @@ func TestFlags(t *testing.T) {
 		{"MissingCertFile", []string{"--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"}, exitUsage, []string{"tls key pair"}},
 		{"TokenHelp", []string{"token", "--help"}, exitOK, []string{"token_sha256", "--role"}},
 		{"TokenBadRole", []string{"token", "--name", "x", "--role", "admin"}, exitUsage, []string{"not one of worker, reader, operator"}},
+		{"TokenInvisibleName", []string{"token", "--name", "ali\u200dce", "--role", "reader"}, exitUsage, []string{"U+200D ZERO WIDTH JOINER"}},
+		{"TokenBlankQueue", []string{"token", "--name", "w", "--role", "worker", "--task-queues", "a, b"}, exitUsage, []string{"--task-queues", "must not begin with a space"}},
 		{"Token", []string{"token", "--name", "w", "--role", "worker", "--task-queues", "a,b"}, exitOK, []string{"token         dur_", `"task_queues":["a","b"]`}},
 		{"UnknownFlag", []string{"--nope"}, exitUsage, []string{"-nope"}},
 		{"ExtraArgument", []string{"serve"}, exitUsage, []string{"unexpected arguments"}},

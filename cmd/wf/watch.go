@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -94,7 +95,7 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 		enumWord(ev.GetKind().String(), "WATCH_EVENT_KIND_"))
 	var lines []string
 	for _, a := range ev.GetActivities() {
-		line := fmt.Sprintf("activity %s/%s %s %s %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType(),
+		line := fmt.Sprintf("activity %s/%s %s %s %s %s", activity.EscapeID(a.GetWorkflowId()), activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType()),
 			activityState(a.GetState()), attemptOf(a), next(a, now))
 		if f := failureText(a.GetLastFailure()); f != "" {
 			line += " last failure: " + cut(f, 60)
@@ -108,7 +109,7 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 		lines = append(lines, line)
 	}
 	for _, wf := range ev.GetWorkflows() {
-		line := fmt.Sprintf("workflow %s %s %s pending=%d dead=%d", wf.GetWorkflowId(), wf.GetWorkflowType(),
+		line := fmt.Sprintf("workflow %s %s %s pending=%d dead=%d", activity.EscapeID(wf.GetWorkflowId()), activity.EscapeID(wf.GetWorkflowType()),
 			workflowStatus(wf.GetStatus()), wf.GetPendingActivities(), wf.GetDeadLetters())
 		if f := failureText(wf.GetFailure()); f != "" {
 			line += " failure: " + cut(f, 60)
@@ -116,7 +117,7 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 		lines = append(lines, line)
 	}
 	for _, r := range ev.GetRemoved() {
-		lines = append(lines, fmt.Sprintf("activity %s/%s", r.GetWorkflowId(), r.GetActivityId()))
+		lines = append(lines, fmt.Sprintf("activity %s/%s", activity.EscapeID(r.GetWorkflowId()), activity.EscapeID(r.GetActivityId())))
 	}
 	for _, op := range ev.GetOperations() {
 		lines = append(lines, fmt.Sprintf("operation %s %s %s %s", op.GetId(), opState(op.GetState()), opProgress(op), cut(opSelection(op), 60)))

@@ -130,7 +130,8 @@ func TestFlags(t *testing.T) {
 	}{
 		{"Help", []string{"--help"}, exitOK, []string{"-listen", "-data", "-dlq-after-attempts", "-seed", "-max-payload", "-no-sync", "-log-level", "-shutdown-timeout", "trade", "SIGTERM",
 			"-tls-cert", "-tls-key", "-tls-client-ca", "-auth", "-insecure", "-reflection", "-metrics-listen", "-audit-retention", "-attempt-retention",
-			"-stats-retention", "SIGHUP", "durabled token", "-disk-reserve", "ResourceExhausted"}},
+			"-stats-retention", "SIGHUP", "durabled token", "-disk-reserve", "ResourceExhausted", "-max-watchers", "(default 256)", "Aborted"}},
+		{"ZeroWatchers", []string{"--max-watchers", "0"}, exitUsage, []string{"--max-watchers"}},
 		{"BadDiskReserve", []string{"--disk-reserve", "lots"}, exitUsage, []string{"-disk-reserve", "256MiB", "5%"}},
 		{"DiskReserveOfAllTheVolume", []string{"--disk-reserve", "100%"}, exitUsage, []string{"-disk-reserve"}},
 		{"TLSCertWithoutKey", []string{"--tls-cert", "c.pem"}, exitUsage, []string{"--tls-cert and --tls-key go together"}},

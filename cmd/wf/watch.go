@@ -24,6 +24,10 @@ record (a redrive, updated as a bulk one goes) in an event is printed as one
 line, prefixed with the event's time and kind (snapshot, upsert, remove).
 With --json, each event is one JSON object on one line (JSON Lines).
 
+If wf watch falls so far behind that the daemon ends its stream (Aborted:
+it buffers 4,096 changes per watcher), it subscribes again at once and a
+fresh snapshot follows; read it as the first one, the state as it is now.
+
 Examples:
   wf watch
   wf watch --snapshot                  # print the current state and exit

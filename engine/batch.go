@@ -139,6 +139,7 @@ func (e *Engine) batcher() {
 // disk, the write gate closes until a restart recovers the store from its
 // log (gate.go), and the callers that waited for the sync get the refusal.
 func (e *Engine) finish(batch []*request) {
+	defer e.releasePublishing()
 	i := 0
 	for i < len(batch) && !batch[i].waits() {
 		i++
@@ -173,6 +174,15 @@ func (e *Engine) finish(batch []*request) {
 	for _, r := range waiting {
 		r.err = err
 		close(r.done)
+	}
+}
+
+// releasePublishing lets Watch fix its view again, once the batch that
+// took publishing (try) is published or never will be.
+func (e *Engine) releasePublishing() {
+	if e.publishHeld {
+		e.publishHeld = false
+		e.publishing.Unlock()
 	}
 }
 
@@ -257,7 +267,24 @@ func (e *Engine) try(batch []*request) (int, error) {
 	changes := make([]*change, len(batch))
 	failed := -1
 	began := e.now()
+	// From the commit until finish has published the batch, no Watch may
+	// fix its view: it would see the batch in its snapshot and again as
+	// events. The lock is taken once per batch, by the first try that
+	// commits (apply may commit part of a batch, then the rest), and
+	// finish releases it.
+	heldBefore, committed := e.publishHeld, false
+	defer func() {
+		if !committed && !heldBefore {
+			e.releasePublishing()
+		}
+	}()
 	err := e.store.Update(func(tx Tx) error {
+		if !e.publishHeld {
+			defer func() {
+				e.publishing.Lock()
+				e.publishHeld = true
+			}()
+		}
 		seqUsed := false
 		for i, r := range batch {
 			c := &change{now: e.now()}
@@ -280,6 +307,7 @@ func (e *Engine) try(batch []*request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	committed = true
 	for i, r := range batch {
 		r.change = changes[i]
 	}

@@ -33,6 +33,18 @@ type Engine struct {
 	// that whoever fires timers next sees that batch published (timers.go).
 	firing sync.Mutex
 
+	// publishing is held by the batcher from just before a batch commits
+	// until its changes are published (after its sync, so a Watch that
+	// opens waits for at most the sync under way), and by a Watch while it
+	// fixes the store view of its snapshot and registers: so a snapshot's
+	// view holds exactly the changes published before the watcher could
+	// hear of later ones (watch.go). It is never held while the store is
+	// read.
+	publishing sync.Mutex
+	// publishHeld says whether the batcher holds publishing; only the
+	// batcher reads or sets it (batch.go).
+	publishHeld bool
+
 	mu          sync.Mutex
 	closed      bool
 	closeCh     chan struct{}
@@ -44,10 +56,12 @@ type Engine struct {
 	timers      timerSet                // every live timer, earliest first
 	timerWake   chan struct{}
 	watchers    map[*watcher]struct{}
-	closeSubs   map[string][]chan struct{} // workflow id → waiters for its close
-	counts      map[stateKey]int           // activities per queue and state, see gauge.go
-	janitorDone chan struct{}
-	statsDone   chan struct{}
+	// snapshotReads holds a token for each Watch reading its snapshot.
+	snapshotReads chan struct{}
+	closeSubs     map[string][]chan struct{} // workflow id → waiters for its close
+	counts        map[stateKey]int           // activities per queue and state, see gauge.go
+	janitorDone   chan struct{}
+	statsDone     chan struct{}
 	// trailJanitorDone closes when the janitor of finished activities stops.
 	trailJanitorDone chan struct{}
 
@@ -65,6 +79,12 @@ type Engine struct {
 
 	// gate says whether writes are allowed now (gate.go).
 	gate *writeGate
+	// gateRefused and writesSince are what Watch shows of the gate:
+	// whether writes were refused at its last change and since when;
+	// gateShownAt is when watchers last heard of it (gate.go). Guarded by
+	// mu.
+	gateRefused              bool
+	writesSince, gateShownAt time.Time
 }
 
 // New returns an engine over store. It reads the id counter and the earliest
@@ -78,29 +98,31 @@ func New(store Store, opts Options) (*Engine, error) {
 		seed = opts.Clock.Now().UnixNano()
 	}
 	e := &Engine{
-		store:       store,
-		opts:        opts,
-		clock:       opts.Clock,
-		rng:         rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1^0x9e3779b97f4a7c15)),
-		closeCh:     make(chan struct{}),
-		loopDone:    make(chan struct{}),
-		requests:    make(chan *request),
-		batcherDone: make(chan struct{}),
-		waiters:     map[queueKey][]*waiter{},
-		queues:      map[queueKey]*entryHeap{},
-		timerWake:   make(chan struct{}, 1),
-		watchers:    map[*watcher]struct{}{},
-		closeSubs:   map[string][]chan struct{}{},
-		counts:      map[stateKey]int{},
-		janitorDone: make(chan struct{}),
-		statsDone:   make(chan struct{}),
-		ops:         map[int64]*opRun{},
-		opsWake:     make(chan struct{}, 1),
-		opsDone:     make(chan struct{}),
+		store:         store,
+		opts:          opts,
+		clock:         opts.Clock,
+		rng:           rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1^0x9e3779b97f4a7c15)),
+		closeCh:       make(chan struct{}),
+		loopDone:      make(chan struct{}),
+		requests:      make(chan *request),
+		batcherDone:   make(chan struct{}),
+		waiters:       map[queueKey][]*waiter{},
+		queues:        map[queueKey]*entryHeap{},
+		timerWake:     make(chan struct{}, 1),
+		watchers:      map[*watcher]struct{}{},
+		snapshotReads: make(chan struct{}, snapshotReaders()),
+		closeSubs:     map[string][]chan struct{}{},
+		counts:        map[stateKey]int{},
+		janitorDone:   make(chan struct{}),
+		statsDone:     make(chan struct{}),
+		ops:           map[int64]*opRun{},
+		opsWake:       make(chan struct{}, 1),
+		opsDone:       make(chan struct{}),
 
 		trailJanitorDone: make(chan struct{}),
 		gate:             newWriteGate(opts.ReadOnly),
 	}
+	e.gateRefused, e.writesSince = opts.ReadOnly != nil, e.now()
 	err := store.View(func(tx Tx) error {
 		n, err := tx.Counter()
 		if err != nil && !errors.Is(err, ErrNotFound) {
@@ -146,6 +168,11 @@ func (e *Engine) Close() error {
 		w.stop(ErrClosed)
 	}
 	e.mu.Unlock()
+	// Wait for the snapshots being read, which hold the store, and keep
+	// new ones from starting.
+	for range cap(e.snapshotReads) {
+		e.snapshotReads <- struct{}{}
+	}
 	<-e.loopDone
 	<-e.janitorDone
 	<-e.statsDone

@@ -130,7 +130,8 @@ func TestFlags(t *testing.T) {
 	}{
 		{"Help", []string{"--help"}, exitOK, []string{"-listen", "-data", "-dlq-after-attempts", "-seed", "-max-payload", "-no-sync", "-log-level", "-shutdown-timeout", "trade", "SIGTERM",
 			"-tls-cert", "-tls-key", "-tls-client-ca", "-auth", "-insecure", "-reflection", "-metrics-listen", "-audit-retention", "-attempt-retention",
-			"-stats-retention", "SIGHUP", "durabled token", "-disk-reserve", "ResourceExhausted"}},
+			"-stats-retention", "SIGHUP", "durabled token", "-disk-reserve", "ResourceExhausted", "-max-watchers", "(default 256)", "Aborted"}},
+		{"ZeroWatchers", []string{"--max-watchers", "0"}, exitUsage, []string{"--max-watchers"}},
 		{"BadDiskReserve", []string{"--disk-reserve", "lots"}, exitUsage, []string{"-disk-reserve", "256MiB", "5%"}},
 		{"DiskReserveOfAllTheVolume", []string{"--disk-reserve", "100%"}, exitUsage, []string{"-disk-reserve"}},
 		{"TLSCertWithoutKey", []string{"--tls-cert", "c.pem"}, exitUsage, []string{"--tls-cert and --tls-key go together"}},
@@ -144,6 +145,8 @@ func TestFlags(t *testing.T) {
 		{"MissingCertFile", []string{"--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"}, exitUsage, []string{"tls key pair"}},
 		{"TokenHelp", []string{"token", "--help"}, exitOK, []string{"token_sha256", "--role"}},
 		{"TokenBadRole", []string{"token", "--name", "x", "--role", "admin"}, exitUsage, []string{"not one of worker, reader, operator"}},
+		{"TokenInvisibleName", []string{"token", "--name", "ali\u200dce", "--role", "reader"}, exitUsage, []string{"U+200D ZERO WIDTH JOINER"}},
+		{"TokenBlankQueue", []string{"token", "--name", "w", "--role", "worker", "--task-queues", "a, b"}, exitUsage, []string{"--task-queues", "must not begin with a space"}},
 		{"Token", []string{"token", "--name", "w", "--role", "worker", "--task-queues", "a,b"}, exitOK, []string{"token         dur_", `"task_queues":["a","b"]`}},
 		{"UnknownFlag", []string{"--nope"}, exitUsage, []string{"-nope"}},
 		{"ExtraArgument", []string{"serve"}, exitUsage, []string{"unexpected arguments"}},

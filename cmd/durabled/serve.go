@@ -86,6 +86,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		AuditRetention:      cfg.auditRetention,
 		StatsRetention:      cfg.statsRetention,
 		AttemptRetention:    cfg.attemptRetention,
+		MaxWatchers:         cfg.maxWatchers,
 		Observer:            observer,
 		Logger:              logger.With("component", "engine"),
 		ReadOnly:            roErr,

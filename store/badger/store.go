@@ -79,12 +79,16 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.ReadOnly {
 		// Activities without their state index entry stay out of
-		// ListActivities until a read-write start adds them.
+		// ListActivities, and workflows without their running or closed
+		// index entry out of a Watch snapshot, until a read-write start
+		// adds them.
 		return s, nil
 	}
-	if err := s.backfillStateIndex(); err != nil {
-		db.Close()
-		return nil, err
+	for _, backfill := range []func() error{s.backfillStateIndex, s.backfillWorkflowIndexes} {
+		if err := backfill(); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

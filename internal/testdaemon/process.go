@@ -179,6 +179,10 @@ func field(line, key string) string {
 	return ""
 }
 
+// Pid returns the process id of the running durabled, for tests that read
+// its /proc entry.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Logs returns what the process has written to stderr so far.
 func (p *Process) Logs() string { return p.logs.String() }
 

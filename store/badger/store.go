@@ -22,6 +22,17 @@ type Options struct {
 	NoSync bool
 	// Logger receives Badger's own warnings and errors; nil discards them.
 	Logger *slog.Logger
+	// Memory is how the store spends memory (see MemoryFor); the zero
+	// value means MemoryFor(DefaultMemoryBudget). An in-memory store
+	// ignores it.
+	Memory Memory
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
 }
 
 // maxConflictAttempts bounds how often Update re-runs a transaction that lost
@@ -47,29 +58,14 @@ var _ engine.Store = (*Store)(nil)
 // Open opens (or creates) the store in dir and recovers whatever it holds.
 // With opts.InMemory, dir is ignored and nothing touches the disk.
 func Open(dir string, opts Options) (*Store, error) {
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	mem := opts.Memory
+	if mem == (Memory{}) {
+		var err error
+		if mem, err = MemoryFor(DefaultMemoryBudget); err != nil {
+			return nil, err
+		}
 	}
-	bo := badgerdb.DefaultOptions(dir)
-	if opts.InMemory {
-		bo = badgerdb.DefaultOptions("").WithInMemory(true)
-	}
-	bo = bo.
-		// Commits reach the write-ahead log without fsync; Sync (group commit)
-		// makes them durable. This is what keeps many writers fast.
-		WithSyncWrites(false).
-		WithLogger(slogLogger{logger}).
-		WithLoggingLevel(badgerdb.WARNING).
-		WithMetricsEnabled(false).
-		// Sized for a small daemon: a 64 MiB memtable allows ~9.6 MiB per
-		// transaction (Badger's limit is 15% of it).
-		WithMemTableSize(64 << 20).
-		WithNumMemtables(3).
-		WithValueLogFileSize(64 << 20).
-		WithBlockCacheSize(32 << 20).
-		WithNumCompactors(2)
-	db, err := badgerdb.Open(bo)
+	db, err := badgerdb.Open(badgerOptions(dir, opts, mem))
 	if err != nil {
 		return nil, fmt.Errorf("open badger store: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -49,6 +50,9 @@ type Store struct {
 	// maxRecord bounds one encoded record (see maxRecordSize).
 	maxRecord int
 
+	// stopPageOut stops the page-out of the mapped logs.
+	stopPageOut func()
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -79,6 +83,18 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := s.backfillStateIndex(); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if !opts.InMemory {
+		// The kernel names mapped files by their resolved path.
+		abs, err := filepath.Abs(dir)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("resolve data directory: %w", err)
+		}
+		s.stopPageOut = startPageOut(abs, mem.MappedLogs, opts.logger())
 	}
 	return s, nil
 }
@@ -120,6 +136,9 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.sync != nil {
 			s.sync.close()
+		}
+		if s.stopPageOut != nil {
+			s.stopPageOut()
 		}
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("close badger store: %w", err)

@@ -50,8 +50,11 @@ type Store struct {
 	// maxRecord bounds one encoded record (see maxRecordSize).
 	maxRecord int
 
-	// stopPageOut stops the page-out of the mapped logs.
+	// stopPageOut stops the page-out of the mapped logs; stopGC closes
+	// to stop the value-log garbage collection, which closes gcDone.
 	stopPageOut func()
+	stopGC      chan struct{}
+	gcDone      chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -95,6 +98,8 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("resolve data directory: %w", err)
 		}
 		s.stopPageOut = startPageOut(abs, mem.MappedLogs, opts.logger())
+		s.stopGC, s.gcDone = make(chan struct{}), make(chan struct{})
+		go collectValueLog(db, opts.logger(), s.stopGC, s.gcDone)
 	}
 	return s, nil
 }
@@ -137,7 +142,9 @@ func (s *Store) Close() error {
 		if s.sync != nil {
 			s.sync.close()
 		}
-		if s.stopPageOut != nil {
+		if s.stopGC != nil {
+			close(s.stopGC)
+			<-s.gcDone
 			s.stopPageOut()
 		}
 		if err := s.db.Close(); err != nil {

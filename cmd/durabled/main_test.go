@@ -130,7 +130,9 @@ func TestFlags(t *testing.T) {
 	}{
 		{"Help", []string{"--help"}, exitOK, []string{"-listen", "-data", "-dlq-after-attempts", "-seed", "-max-payload", "-no-sync", "-log-level", "-shutdown-timeout", "trade", "SIGTERM",
 			"-tls-cert", "-tls-key", "-tls-client-ca", "-auth", "-insecure", "-reflection", "-metrics-listen", "-audit-retention", "-attempt-retention",
-			"-stats-retention", "SIGHUP", "durabled token"}},
+			"-stats-retention", "SIGHUP", "durabled token", "-memory-budget", "default 256MiB", "Not bounded", "384MiB"}},
+		{"MemoryBudgetTooSmall", []string{"--memory-budget", "32MiB"}, exitUsage, []string{"--memory-budget 32MiB is too small", "at least 64MiB"}},
+		{"MemoryBudgetNotASize", []string{"--memory-budget", "lots"}, exitUsage, []string{"-memory-budget", "256MiB, 1GiB or 500MB"}},
 		{"TLSCertWithoutKey", []string{"--tls-cert", "c.pem"}, exitUsage, []string{"--tls-cert and --tls-key go together"}},
 		{"ClientCAWithoutTLS", []string{"--tls-client-ca", "ca.pem"}, exitUsage, []string{"--tls-client-ca needs --tls-cert"}},
 		{"ShortAuditRetention", []string{"--audit-retention", "10m"}, exitUsage, []string{"--audit-retention"}},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -36,9 +37,19 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	if err := os.MkdirAll(cfg.data, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
+	mem, err := badgerstore.MemoryFor(cfg.memoryBudget)
+	if err != nil {
+		return err
+	}
+	goLimit := "GOMEMLIMIT"
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(mem.GoLimit)
+		goLimit = formatBytes(mem.GoLimit)
+	}
 	store, err := badgerstore.Open(cfg.data, badgerstore.Options{
 		NoSync: cfg.noSync,
 		Logger: logger.With("component", "badger"),
+		Memory: mem,
 	})
 	if err != nil {
 		return fmt.Errorf("open store %s: %w", cfg.data, err)
@@ -123,7 +134,8 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		principals = tr.auth.Identities().Len()
 	}
 	logger.Info("listening", "addr", lis.Addr().String(), "data", cfg.data, "no_sync", cfg.noSync,
-		"tls", cfg.tlsCert != "", "mtls", tr.mtls, "auth", cfg.auth != "", "principals", principals)
+		"tls", cfg.tlsCert != "", "mtls", tr.mtls, "auth", cfg.auth != "", "principals", principals,
+		"memory_budget", formatBytes(mem.Budget), "go_memory_limit", goLimit)
 
 	select {
 	case <-ctx.Done():

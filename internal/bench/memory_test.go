@@ -183,10 +183,11 @@ func runMemoryLoad(b *testing.B) memoryRun {
 	b.Logf("data directory at load end: %s", run.dir)
 	b.Logf("data directory after settling: %s", run.settledDir)
 	var timeline strings.Builder
-	for _, s := range samples.every(5*time.Second, start) {
+	step := max(time.Second, run.elapsed/30).Round(time.Second)
+	for _, s := range append(samples.every(step, start, loadEnd), samples.every(10*time.Second, loadEnd, loadEnd.Add(*memSettle+time.Second))...) {
 		fmt.Fprintf(&timeline, "\n  %7s  %7.1f = %7.1f + %7.1f", s.at.Sub(start).Round(time.Second), mb(s.rss), mb(s.anon), mb(s.file))
 	}
-	b.Logf("resident set in MB (all = anonymous + mapped files) from the load's start (-v shows every line):%s", timeline.String())
+	b.Logf("resident set in MB (all = anonymous + mapped files) from the load's start (-v shows every line), every %s during the load, then every 10s:%s", step, timeline.String())
 	return run
 }
 
@@ -267,23 +268,20 @@ func (s *sampler) peakAnon() int64 {
 	return p
 }
 
-// every returns the first sample at or after each multiple of step from
-// start, and the last sample.
-func (s *sampler) every(step time.Duration, start time.Time) []procStatus {
+// every returns, of the samples taken in [from, to), the first at or after
+// each multiple of step from from.
+func (s *sampler) every(step time.Duration, from, to time.Time) []procStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []procStatus
-	next := start
+	next := from
 	for _, st := range s.samples {
-		if !st.at.Before(next) {
+		if !st.at.Before(next) && st.at.Before(to) {
 			out = append(out, st)
 			for !st.at.Before(next) {
 				next = next.Add(step)
 			}
 		}
-	}
-	if n := len(s.samples); n > 0 && (len(out) == 0 || out[len(out)-1].at != s.samples[n-1].at) {
-		out = append(out, s.samples[n-1])
 	}
 	return out
 }

@@ -19,7 +19,9 @@ const (
 
 // PollActivityTask leases up to max_tasks due attempts from a queue, waiting
 // for one up to the poll timeout. The lease is not synced before the reply: if
-// the daemon dies, the attempt is delivered again.
+// the daemon dies, the attempt is delivered again. While writes are refused
+// it hands out nothing (a lease is a write) and waits as if the queue were
+// empty; it looks again as soon as they are allowed.
 func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivityTaskRequest) (*durablev1.PollActivityTaskResponse, error) {
 	max := int(req.GetMaxTasks())
 	if max <= 0 {
@@ -29,6 +31,9 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 	k := queueKey{ActivityTask, req.GetTaskQueue()}
 	err := e.longPoll(ctx, k, func(now time.Time) (bool, time.Time, error) {
 		for {
+			if e.gate.err() != nil {
+				return false, time.Time{}, nil
+			}
 			e.mu.Lock()
 			taken, next := e.takeDue(k, now, max)
 			e.mu.Unlock()
@@ -52,6 +57,9 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 			})
 			if err != nil {
 				e.restore(taken)
+				if refused(err) {
+					return false, time.Time{}, nil
+				}
 				return false, time.Time{}, err
 			}
 			if len(tasks) > 0 {

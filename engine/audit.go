@@ -137,7 +137,10 @@ func (e *Engine) ListAuditRecords(ctx context.Context, req *durablev1.ListAuditR
 func (e *Engine) auditJanitor() {
 	defer close(e.janitorDone)
 	for {
-		if err := e.purgeAudit(); err != nil && !errors.Is(err, ErrClosed) {
+		if !e.waitWritable() {
+			return
+		}
+		if err := e.purgeAudit(); err != nil && !errors.Is(err, ErrClosed) && !refused(err) {
 			e.opts.Logger.Error("purging expired audit records", "err", err)
 		}
 		select {

@@ -91,6 +91,8 @@ func (e *Engine) answer(batch []*request) {
 	err := e.store.Sync()
 	if err == nil {
 		e.opts.Observer.Synced(e.now().Sub(began))
+	} else {
+		err = e.syncFailed(err)
 	}
 	for _, r := range batch {
 		if r.durable && r.err == nil {
@@ -103,14 +105,20 @@ func (e *Engine) answer(batch []*request) {
 // apply applies a batch. When a transition fails, the transaction is
 // discarded; the transitions before it are applied again without it, and it
 // runs alone so its error (and nothing else of it) is what its caller sees.
+// While writes are refused (gate.go) the batch fails whole before anything
+// of it reaches the store; so does a batch whose commit the store refused.
 func (e *Engine) apply(batch []*request) {
 	for len(batch) > 0 {
 		e.mu.Lock()
 		closed := e.closed
 		e.mu.Unlock()
+		stop := e.gate.err()
 		if closed {
+			stop = ErrClosed
+		}
+		if stop != nil {
 			for _, r := range batch {
-				r.err = ErrClosed
+				r.err = stop
 			}
 			return
 		}
@@ -119,6 +127,8 @@ func (e *Engine) apply(batch []*request) {
 		case n == len(batch):
 			return
 		case !errors.Is(err, errAbortBatch):
+			// The store's commit failed: the batch fails whole.
+			err = e.storeFailed(err)
 			for _, r := range batch {
 				r.err = err
 			}
@@ -128,7 +138,7 @@ func (e *Engine) apply(batch []*request) {
 			e.apply(batch[:n])
 		}
 		if _, err := e.try(batch[n : n+1]); !errors.Is(err, errAbortBatch) && err != nil {
-			batch[n].err = err
+			batch[n].err = e.storeFailed(err)
 		}
 		batch = batch[n+1:]
 	}

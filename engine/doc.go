@@ -21,7 +21,10 @@
 //   - timers.go: what happens when a lease, a budget or a workflow timer runs
 //     out.
 //   - batch.go: how transitions reach the store: one goroutine applies them in
-//     batches, one store transaction per batch, then syncs.
+//     batches, one store transaction per batch, then syncs. gate.go: the
+//     write gate, closed while the disk is short of space (or for good after
+//     a failed sync, or on a read-only store): changes of state are refused,
+//     polls hand out nothing, timers and janitors wait, reads go on.
 //   - index.go, poll.go: the in-memory queue and timer heaps and the long polls
 //     parked on them.
 //   - query.go, watch.go, latency.go: describe, lists, the Watch stream and the

@@ -61,6 +61,9 @@ type Engine struct {
 	// overrides is the policy override table in force (override.go),
 	// replaced whole after each committed change and read without a lock.
 	overrides atomic.Pointer[overrideTable]
+
+	// gate says whether writes are allowed now (gate.go).
+	gate *writeGate
 }
 
 // New returns an engine over store. It reads the id counter and the earliest
@@ -95,6 +98,7 @@ func New(store Store, opts Options) (*Engine, error) {
 		opsDone:     make(chan struct{}),
 
 		trailJanitorDone: make(chan struct{}),
+		gate:             newWriteGate(opts.ReadOnly),
 	}
 	err := store.View(func(tx Tx) error {
 		n, err := tx.Counter()
@@ -114,6 +118,9 @@ func New(store Store, opts Options) (*Engine, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if f := opts.WritesChangedFunc; f != nil {
+		f(e.gate.err()) // before anything can change it
 	}
 	go e.batcher()
 	go e.timerLoop()

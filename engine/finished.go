@@ -96,7 +96,10 @@ func (e *Engine) trailJanitor() {
 	defer close(e.trailJanitorDone)
 	every := min(time.Hour, e.opts.AttemptRetention)
 	for {
-		if err := e.purgeFinished(); err != nil && !errors.Is(err, ErrClosed) {
+		if !e.waitWritable() {
+			return
+		}
+		if err := e.purgeFinished(); err != nil && !errors.Is(err, ErrClosed) && !refused(err) {
 			e.opts.Logger.Error("purging expired finished activities", "err", err)
 		}
 		select {

@@ -108,7 +108,10 @@ func rememberOptions(tx Tx, in *durablev1.PendingActivity) error {
 func (e *Engine) statsJanitor() {
 	defer close(e.statsDone)
 	for {
-		if err := e.foldExpiredHours(); err != nil && !errors.Is(err, ErrClosed) {
+		if !e.waitWritable() {
+			return
+		}
+		if err := e.foldExpiredHours(); err != nil && !errors.Is(err, ErrClosed) && !refused(err) {
 			e.opts.Logger.Error("folding expired latency hours", "err", err)
 		}
 		select {

@@ -41,6 +41,22 @@ type Options struct {
 	// AttemptRetention is how long a finished activity is kept with its
 	// attempt trail; default 7 days.
 	AttemptRetention time.Duration
+
+	// ReadOnly, when set, says the store was opened read-only: the engine
+	// refuses every change of state with this error for its whole life
+	// (wrap ErrNoSpace in it when the disk was full; see gate.go).
+	ReadOnly error
+	// WriteFailedFunc, when set, hears every error of a store commit or
+	// sync before the callers of the batch are answered, so that a watcher
+	// of the disk can look at it again at once; it may call RefuseWrites,
+	// and the callers then get that refusal. It runs on the batcher's
+	// goroutine: it must be quick.
+	WriteFailedFunc func(err error)
+	// WritesChangedFunc, when set, hears the state of the write gate at
+	// New and then every change of it: the error writes are now refused
+	// with, or nil when they are allowed (health checks follow it). It must
+	// not call RefuseWrites or AllowWrites.
+	WritesChangedFunc func(refused error)
 }
 
 func (o Options) withDefaults() Options {

@@ -64,7 +64,7 @@ func (e *Engine) dropWaiter(k queueKey, w *waiter) {
 func (e *Engine) longPoll(ctx context.Context, k queueKey, take func(now time.Time) (bool, time.Time, error)) error {
 	limit := e.clock.After(e.opts.PollTimeout)
 	for {
-		if err := e.fireDue(); err != nil {
+		if err := e.fireDue(); err != nil && !refused(err) {
 			return ignoreClosed(err)
 		}
 		e.mu.Lock()

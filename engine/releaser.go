@@ -93,6 +93,10 @@ func (e *Engine) queuePurge(seq int64) {
 func (e *Engine) releaser() {
 	defer close(e.opsDone)
 	for {
+		// While writes are refused, releases and purges wait.
+		if !e.waitWritable() {
+			return
+		}
 		now := e.now()
 		e.mu.Lock()
 		work, wake := e.dueWorkLocked(now)
@@ -100,12 +104,12 @@ func (e *Engine) releaser() {
 		e.mu.Unlock()
 		switch {
 		case len(work) > 0:
-			if errors.Is(e.release(work, now), ErrClosed) {
+			if !e.pauseAfter(e.release(work, now)) {
 				return
 			}
 			continue
 		case purge:
-			if errors.Is(e.purgeStep(), ErrClosed) {
+			if !e.pauseAfter(e.purgeStep()) {
 				return
 			}
 			continue
@@ -175,8 +179,8 @@ func (e *Engine) release(work []opWork, now time.Time) error {
 		}
 		return nil
 	})
-	if errors.Is(err, ErrClosed) {
-		return err
+	if errors.Is(err, ErrClosed) || refused(err) {
+		return err // a refusal is waited out: the same work is due again
 	}
 	if err != nil {
 		e.opts.Logger.Error("releasing letters of a redrive operation", "err", err)
@@ -322,7 +326,7 @@ func (e *Engine) purgeStep() error {
 		r.ItemsDeleted = true
 		return tx.PutOperation(r)
 	})
-	if errors.Is(err, ErrClosed) {
+	if errors.Is(err, ErrClosed) || refused(err) {
 		return err
 	}
 	if err != nil {

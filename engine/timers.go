@@ -15,8 +15,16 @@ const timerBatch = 128
 func (e *Engine) timerLoop() {
 	defer close(e.loopDone)
 	for {
-		if err := e.fireDue(); err != nil && !errors.Is(err, ErrClosed) {
+		// While writes are refused, timers wait (firing one is a write).
+		if !e.waitWritable() {
+			return
+		}
+		err := e.fireDue()
+		if err != nil && !refused(err) && !errors.Is(err, ErrClosed) {
 			e.opts.Logger.Error("firing timers", "err", err)
+		}
+		if !e.pauseAfter(err) {
+			return
 		}
 		e.mu.Lock()
 		now := e.now()
@@ -42,7 +50,9 @@ func (e *Engine) timerLoop() {
 // records and fire again. When it returns, every timer due when it was called
 // has fired and its effects are committed, whoever popped it: a batch popped
 // by another caller (the timer loop, say) is waited for, so a poll or a read
-// that fires due timers first never misses what one of them did.
+// that fires due timers first never misses what one of them did. While
+// writes are refused it fires nothing and returns the refusal: reads and
+// polls go on with the state as it is.
 func (e *Engine) fireDue() error {
 	for {
 		if done, err := e.fireBatch(); done || err != nil {
@@ -56,6 +66,9 @@ func (e *Engine) fireDue() error {
 func (e *Engine) fireBatch() (done bool, err error) {
 	e.firing.Lock()
 	defer e.firing.Unlock()
+	if err := e.gate.err(); err != nil {
+		return true, err
+	}
 	e.mu.Lock()
 	now := e.now()
 	batch := e.timers.popDue(now, timerBatch)

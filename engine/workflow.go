@@ -120,6 +120,9 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 	k := queueKey{WorkflowTask, req.GetTaskQueue()}
 	err := e.longPoll(ctx, k, func(now time.Time) (bool, time.Time, error) {
 		for {
+			if e.gate.err() != nil {
+				return false, time.Time{}, nil // a lease is a write: see PollActivityTask
+			}
 			e.mu.Lock()
 			taken, next := e.takeDue(k, now, 1)
 			e.mu.Unlock()
@@ -159,6 +162,9 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 			})
 			if err != nil {
 				e.restore(taken)
+				if refused(err) {
+					return false, time.Time{}, nil
+				}
 				return false, time.Time{}, err
 			}
 			if got {

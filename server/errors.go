@@ -59,6 +59,14 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		errors.Is(err, engine.ErrWorkflowClosed),
 		errors.Is(err, engine.ErrOperationFinished):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, engine.ErrNoSpace):
+		// The disk is short of space: the message says how much is free
+		// and what to do; reads go on.
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, engine.ErrWritesRefused):
+		// Writes stopped for another reason (a failed sync): a restart
+		// brings them back.
+		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, engine.ErrClosed):
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, context.Canceled):

@@ -36,6 +36,9 @@ type Metrics struct {
 	batchSize       prometheus.Histogram
 	commitDuration  prometheus.Histogram
 	fsyncDuration   prometheus.Histogram
+	diskFree        prometheus.Gauge
+	diskReserve     prometheus.Gauge
+	diskFull        prometheus.Gauge
 
 	types  *labelCap
 	queues *labelCap
@@ -110,6 +113,18 @@ func NewMetrics() *Metrics {
 			Help:    "How long one fsync of the store took; every acknowledged change waits for one.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2.5, 14),
 		}),
+		diskFree: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "durable_disk_free_bytes",
+			Help: "Free bytes on the volume of the data directory, as last read (about once a second).",
+		}),
+		diskReserve: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "durable_disk_reserve_bytes",
+			Help: "The disk reserve: below this many free bytes, changes of state are refused.",
+		}),
+		diskFull: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "durable_disk_full",
+			Help: "1 while free space is below the disk reserve (writes refused, reads served), else 0: an alarm.",
+		}),
 		types:  newLabelCap(MaxLabelValues),
 		queues: newLabelCap(MaxLabelValues),
 	}
@@ -118,6 +133,7 @@ func NewMetrics() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.rpc, m.attempts, m.timeouts, m.deadLettered, m.redrives, m.scheduleToStart, m.retryLateness,
 		m.attemptDuration, m.batchSize, m.commitDuration, m.fsyncDuration,
+		m.diskFree, m.diskReserve, m.diskFull,
 		gaugeCollector{m},
 	)
 	return m
@@ -175,6 +191,18 @@ func (m *Metrics) BatchCommitted(transitions int, took time.Duration) {
 // Synced records an fsync's duration.
 func (m *Metrics) Synced(took time.Duration) { m.fsyncDuration.Observe(took.Seconds()) }
 
+// DiskChecked records a reading of the data volume: free bytes, the reserve
+// in bytes, and whether free space is below it.
+func (m *Metrics) DiskChecked(free, reserve uint64, full bool) {
+	m.diskFree.Set(float64(free))
+	m.diskReserve.Set(float64(reserve))
+	if full {
+		m.diskFull.Set(1)
+	} else {
+		m.diskFull.Set(0)
+	}
+}
+
 // timeoutLabel is "start_to_close" for engine.TimeoutStartToClose and so on.
 func timeoutLabel(kind string) string {
 	switch kind {
@@ -205,6 +233,8 @@ var (
 		[]string{"task_queue", "kind"}, nil)
 	descWatchers = prometheus.NewDesc("durable_watch_streams",
 		"Open Watch streams (consoles, wf watch).", nil, nil)
+	descWritesRefused = prometheus.NewDesc("durable_writes_refused",
+		"1 while changes of state are refused (the disk is below its reserve, the store was opened read-only, or a sync failed), else 0.", nil, nil)
 )
 
 func (g gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -212,6 +242,7 @@ func (g gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descDeadLetters
 	ch <- descPolls
 	ch <- descWatchers
+	ch <- descWritesRefused
 }
 
 func (g gaugeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -248,6 +279,11 @@ func (g gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPolls, prometheus.GaugeValue, float64(n), k.queue, k.kind)
 	}
 	ch <- prometheus.MustNewConstMetric(descWatchers, prometheus.GaugeValue, float64(gs.Watchers))
+	refused := 0.0
+	if e.WritesRefused() != nil {
+		refused = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descWritesRefused, prometheus.GaugeValue, refused)
 }
 
 // stateLabel is "retrying" for ACTIVITY_STATE_RETRYING and so on.

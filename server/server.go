@@ -16,6 +16,13 @@ import (
 // result, heartbeat or failure details): 2 MiB.
 const DefaultMaxPayload = 2 << 20
 
+// WritesHealthService is the name under which the gRPC health service
+// reports whether durabled takes changes of state: NOT_SERVING while they
+// are refused (the disk is below its reserve, the store was opened
+// read-only, or a sync failed), while "" and the Durable service stay
+// SERVING for reads, Watch and polls.
+const WritesHealthService = "durable.v1.Durable/writes"
+
 // Options configure a Server. Zero fields take the defaults named on them.
 type Options struct {
 	// MaxPayload bounds every single payload of a request in bytes; a larger

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -184,6 +185,9 @@ func TestToStatusMapsWrappedErrors(t *testing.T) {
 		{"WorkflowClosed", wrap(engine.ErrWorkflowClosed), codes.FailedPrecondition},
 		{"OperationFinished", wrap(engine.ErrOperationFinished), codes.FailedPrecondition},
 		{"Closed", wrap(engine.ErrClosed), codes.Unavailable},
+		{"NoSpace", wrap(fmt.Errorf("%w: 1 MiB free", engine.ErrNoSpace)), codes.ResourceExhausted},
+		{"WritesRefused", wrap(fmt.Errorf("%w: a sync failed", engine.ErrWritesRefused)), codes.Unavailable},
+		{"WritesRefusedForSpace", wrap(fmt.Errorf("%w: %w", engine.ErrWritesRefused, engine.ErrNoSpace)), codes.ResourceExhausted},
 		{"Invalid", wrap(&engine.InvalidError{Field: "commands[0].activity_id", Reason: "taken"}), codes.InvalidArgument},
 		{"Canceled", wrap(context.Canceled), codes.Canceled},
 		{"DeadlineExceeded", wrap(context.DeadlineExceeded), codes.DeadlineExceeded},

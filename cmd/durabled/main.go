@@ -49,6 +49,9 @@ type config struct {
 	statsRetention               time.Duration
 	attemptRetention             time.Duration
 	memoryBudget                 int64
+	// diskReserve is --disk-reserve; nil means the default rule
+	// (badgerstore.DefaultReserve).
+	diskReserve *badgerstore.Reserve
 }
 
 // Exit codes scripts can rely on.
@@ -126,6 +129,11 @@ operator action is written to an audit log (wf audit). Activities that
 finish are kept with their attempt trail for --attempt-retention (wf
 describe).
 
+A full disk is a state, not a crash: below --disk-reserve free on the data
+volume, calls that change state are refused with ResourceExhausted (reads,
+Watch and polls go on) until space is back; started on a full disk, durabled
+opens its store read-only and needs a restart once space is freed.
+
 Memory: --memory-budget is split by a fixed rule. A quarter bounds the
 pages of the store's logs kept resident (beyond it durabled asks the
 kernel to reclaim them; they are read back from disk when needed). The
@@ -189,6 +197,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	cfg.attemptRetention = engine.DefaultAttemptRetention
 	fs.Var(days{&cfg.attemptRetention}, "attempt-retention",
 		"keep finished activities with every attempt and its failure this `long` after they finish (a duration such as 36h, or days such as 7d)")
+	fs.Var(reserveFlag{&cfg.diskReserve}, "disk-reserve",
+		"free space to keep on the data volume, a `SIZE|PERCENT` such as 512MiB or 5%: below it, changes of state are refused until space is back. "+
+			"Default 256MiB, or twice the largest file the store maps when that is more; a lower value risks a crash (SIGBUS) when the disk fills")
 	cfg.memoryBudget = badgerstore.DefaultMemoryBudget
 	fs.Var(byteSize{&cfg.memoryBudget}, "memory-budget",
 		"memory `size` (256MiB, 1GiB) for the store's memtables and caches, its resident log pages and the Go heap's soft limit; "+
@@ -233,9 +244,29 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("--attempt-retention must be at least 1m, got %s", cfg.attemptRetention)
 	case cfg.memoryBudget < badgerstore.MinMemoryBudget:
 		return config{}, fmt.Errorf("--memory-budget %s is too small to run with: give at least %s (the default is %s)",
-			formatBytes(cfg.memoryBudget), formatBytes(badgerstore.MinMemoryBudget), formatBytes(badgerstore.DefaultMemoryBudget))
+			badgerstore.FormatSize(uint64(cfg.memoryBudget)), badgerstore.FormatSize(uint64(badgerstore.MinMemoryBudget)),
+			badgerstore.FormatSize(uint64(badgerstore.DefaultMemoryBudget)))
 	}
 	return cfg, nil
+}
+
+// reserveFlag is --disk-reserve: a size or a share of the volume.
+type reserveFlag struct{ r **badgerstore.Reserve }
+
+func (f reserveFlag) String() string {
+	if f.r == nil || *f.r == nil {
+		return ""
+	}
+	return (*f.r).String()
+}
+
+func (f reserveFlag) Set(s string) error {
+	r, err := badgerstore.ParseReserve(s)
+	if err != nil {
+		return err
+	}
+	*f.r = &r
+	return nil
 }
 
 // days is a duration flag that also takes whole days ("90d").

@@ -22,7 +22,7 @@ func TestDaemonRunsWithTheSmallestMemoryBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	d := start(t, t.TempDir(), "--memory-budget", "64MiB")
-	if logs := d.Logs(); !strings.Contains(logs, "memory_budget=64MiB") || !strings.Contains(logs, "go_memory_limit=48MiB") {
+	if logs := d.Logs(); !strings.Contains(logs, "memory_budget=67108864") || !strings.Contains(logs, "go_memory_limit=50331648") {
 		t.Errorf("the listening line does not name the budget and the Go limit:\n%s", logs)
 	}
 	c := durablev1.NewDurableClient(dial(t, d.Addr))

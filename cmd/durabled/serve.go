@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -41,16 +42,30 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	goLimit := "GOMEMLIMIT"
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(mem.GoLimit)
-		goLimit = formatBytes(mem.GoLimit)
 	}
-	store, err := badgerstore.Open(cfg.data, badgerstore.Options{
+	var metrics *server.Metrics
+	var observer engine.Observer
+	if cfg.metricsListen != "" {
+		metrics = server.NewMetrics()
+		observer = metrics
+	}
+	storeOpts := badgerstore.Options{
 		NoSync: cfg.noSync,
 		Logger: logger.With("component", "badger"),
 		Memory: mem,
-	})
+	}
+	disk := checkDiskAtStart(cfg, storeOpts, metrics, logger)
+	roErr := disk.readOnly
+	storeOpts.ReadOnly = roErr != nil
+	storeOpts.WroteFunc = func(n int) { disk.mon.Wrote(n) }
+	store, err := badgerstore.Open(cfg.data, storeOpts)
+	if err != nil && roErr != nil {
+		ds := disk.mon.Status()
+		return fmt.Errorf("not enough disk space to start: %s free of %s on the volume of %s, below the disk reserve of %s, and no store there that opens read-only (%w): free space on that volume (or lower --disk-reserve, at your own risk) and start again",
+			badgerstore.FormatSize(ds.Free), badgerstore.FormatSize(ds.Total), ds.Dir, badgerstore.FormatSize(ds.Reserve), err)
+	}
 	if err != nil {
 		return fmt.Errorf("open store %s: %w", cfg.data, err)
 	}
@@ -59,22 +74,20 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
 		}
 	}()
+	if roErr != nil {
+		ds := disk.mon.Status()
+		logger.Error("disk full at start: the store is open read-only; reads, Watch and polls are served, changes of state are refused",
+			"free", badgerstore.FormatSize(ds.Free), "total", badgerstore.FormatSize(ds.Total),
+			"reserve", badgerstore.FormatSize(ds.Reserve), "data", ds.Dir,
+			"what_to_do", "free space on that volume, then restart durabled to take writes again (or restart it with a lower --disk-reserve, at your own risk)")
+	}
 	// The key is read once the store holds the data directory's lock, so
 	// two daemons can never race to create it.
-	keyPath := filepath.Join(cfg.data, server.TokenKeyFile)
-	key, exposed, err := server.LoadTokenKey(keyPath)
+	key, err := loadTokenKey(cfg.data, roErr != nil, logger)
 	if err != nil {
 		return err
 	}
-	if exposed {
-		logger.Warn("the task token key can be read by other users; anyone who reads it can forge task tokens: chmod 600 it", "path", keyPath)
-	}
-	var metrics *server.Metrics
-	var observer engine.Observer
-	if cfg.metricsListen != "" {
-		metrics = server.NewMetrics()
-		observer = metrics
-	}
+	hs := health.NewServer()
 	eng, err := engine.New(store, engine.Options{
 		Seed:                cfg.seed,
 		DLQAfterAttempts:    cfg.dlqAfterAttempts,
@@ -84,11 +97,18 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		AttemptRetention:    cfg.attemptRetention,
 		Observer:            observer,
 		Logger:              logger.With("component", "engine"),
+		ReadOnly:            roErr,
+		WriteFailedFunc:     disk.writeFailed,
+		WritesChangedFunc:   writesHealth(hs),
 	})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
 	defer eng.Close() // idempotent; covers the early returns below
+	disk.attach(eng)
+	diskCtx, stopDisk := context.WithCancel(ctx)
+	defer stopDisk()
+	go disk.run(diskCtx)
 
 	opts := server.Options{
 		MaxPayload: cfg.maxPayload,
@@ -98,7 +118,6 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		Metrics:    metrics,
 	}
 	gs := server.New(eng, opts).NewGRPCServer(tr.creds...)
-	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	if cfg.reflection {
 		reflection.Register(gs)
@@ -115,7 +134,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 			lis.Close()
 			return fmt.Errorf("metrics listen: %w", err)
 		}
-		msrv := &http.Server{Handler: metricsMux(metrics, &serving), ReadHeaderTimeout: 10 * time.Second}
+		msrv := &http.Server{Handler: metricsMux(metrics, &serving, eng.WritesRefused), ReadHeaderTimeout: 10 * time.Second}
 		go msrv.Serve(mlis)
 		defer msrv.Close()
 		logger.Info("serving metrics", "addr", mlis.Addr().String())
@@ -133,9 +152,11 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	if tr.auth != nil {
 		principals = tr.auth.Identities().Len()
 	}
+	ds := disk.mon.Status()
 	logger.Info("listening", "addr", lis.Addr().String(), "data", cfg.data, "no_sync", cfg.noSync,
 		"tls", cfg.tlsCert != "", "mtls", tr.mtls, "auth", cfg.auth != "", "principals", principals,
-		"memory_budget", formatBytes(mem.Budget), "go_memory_limit", goLimit)
+		"disk_free", ds.Free, "disk_reserve", ds.Reserve, "read_only", roErr != nil,
+		"memory_budget", mem.Budget, "go_memory_limit", debug.SetMemoryLimit(-1))
 
 	select {
 	case <-ctx.Done():
@@ -172,8 +193,9 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 
 // metricsMux serves /metrics (Prometheus text) and /healthz, which answers
 // 200 while the daemon serves and 503 once it is shutting down, for load
-// balancers that speak HTTP.
-func metricsMux(m *server.Metrics, serving *atomic.Bool) *http.ServeMux {
+// balancers that speak HTTP; /healthz/writes answers 503 with the reason
+// also while changes of state are refused (a full disk).
+func metricsMux(m *server.Metrics, serving *atomic.Bool, writesRefused func() error) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -183,5 +205,62 @@ func metricsMux(m *server.Metrics, serving *atomic.Bool) *http.ServeMux {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	mux.HandleFunc("/healthz/writes", func(w http.ResponseWriter, _ *http.Request) {
+		switch err := writesRefused(); {
+		case !serving.Load():
+			http.Error(w, "not serving", http.StatusServiceUnavailable)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
 	return mux
+}
+
+// checkDiskAtStart reads the free space of the data volume before the store
+// opens. Below the reserve, the watch it returns says the store must open
+// read-only (readOnly is the error every change of state will be refused
+// with): opening it for writing creates files a full volume cannot back.
+func checkDiskAtStart(cfg config, storeOpts badgerstore.Options, metrics *server.Metrics, logger *slog.Logger) *diskWatch {
+	reserve := badgerstore.DefaultReserve(storeOpts)
+	if cfg.diskReserve != nil {
+		reserve = *cfg.diskReserve
+	}
+	dir := cfg.data
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs // messages name the volume for an operator to find
+	}
+	disk := newDiskWatch(dir, reserve, metrics, logger)
+	first := disk.mon.Check()
+	if first.Err != nil {
+		logger.Warn("cannot read the free space of the data volume: the disk reserve is not enforced", "data", cfg.data, "err", first.Err)
+		return disk
+	}
+	if floor := badgerstore.MinReserve(storeOpts); first.Reserve < floor {
+		logger.Warn("the disk reserve is below what the store may still write once writes stop: a full disk may crash durabled (SIGBUS)",
+			"reserve", badgerstore.FormatSize(first.Reserve), "store_needs", badgerstore.FormatSize(floor))
+	}
+	if first.Short {
+		disk.readOnly = readOnlyRefusal(first)
+	}
+	return disk
+}
+
+// loadTokenKey reads the task token key of the data directory, creating it
+// on first use. A store opened read-only hands out no tasks, so when there
+// is no key yet (and no room to write one) a key for this run serves.
+func loadTokenKey(dir string, readOnly bool, logger *slog.Logger) ([]byte, error) {
+	keyPath := filepath.Join(dir, server.TokenKeyFile)
+	if _, err := os.Stat(keyPath); readOnly && errors.Is(err, fs.ErrNotExist) {
+		return server.NewTokenKey(), nil
+	}
+	key, exposed, err := server.LoadTokenKey(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	if exposed {
+		logger.Warn("the task token key can be read by other users; anyone who reads it can forge task tokens: chmod 600 it", "path", keyPath)
+	}
+	return key, nil
 }

@@ -16,4 +16,11 @@
 // Commits are not fsynced one by one: Store.Sync makes everything committed
 // before it durable and shares each fsync among all callers waiting at the
 // time (group commit), which is what lets many writers stay fast.
+//
+// Badger writes its memtable logs and value log files through memory
+// mappings, where a full disk is a SIGBUS rather than an error. space.go
+// holds the rule that keeps a reserve free on the data volume and the
+// Monitor that watches it; disk.go sizes the reserve from the options in
+// force and opens a store read-only when there is no room to open it for
+// writing.
 package badger

@@ -136,8 +136,8 @@ func MemoryFor(budget int64) (Memory, error) {
 	}, nil
 }
 
-// badgerOptions are the options Badger opens dir with.
-func badgerOptions(dir string, opts Options, mem Memory) badgerdb.Options {
+// badgerOptions are the options Badger opens dir with for opts.
+func badgerOptions(dir string, opts Options) badgerdb.Options {
 	bo := badgerdb.DefaultOptions(dir)
 	if opts.InMemory {
 		bo = badgerdb.DefaultOptions("").WithInMemory(true)
@@ -146,20 +146,24 @@ func badgerOptions(dir string, opts Options, mem Memory) badgerdb.Options {
 		// Commits reach the write-ahead log without fsync; Sync (group commit)
 		// makes them durable. This is what keeps many writers fast.
 		WithSyncWrites(false).
+		// Not WithLoggingLevel: it replaces the logger with Badger's own,
+		// which writes to stderr past --log-level; slogLogger drops Badger's
+		// chatter below WARNING itself.
 		WithLogger(slogLogger{opts.logger()}).
-		WithLoggingLevel(badgerdb.WARNING).
 		WithMetricsEnabled(false).
 		// Two compactors, as before: with the payloads in the value log
 		// the load above ends with almost nothing in the LSM tables, so
 		// compaction no longer shows in the heap, and a second compactor
 		// keeps level 0 from stalling writes while one is busy.
-		WithNumCompactors(2)
+		WithNumCompactors(2).
+		WithReadOnly(opts.ReadOnly && !opts.InMemory)
 	if opts.InMemory {
 		// Everything lives in memtables: keep them large enough for the
 		// transactions the engine writes, payloads included (in memory,
 		// Badger keeps every value in the tree, whatever the threshold).
 		return bo.WithMemTableSize(64 << 20).WithNumMemtables(3).WithBlockCacheSize(32 << 20)
 	}
+	mem := opts.memory()
 	return bo.
 		WithValueThreshold(valueThreshold).
 		WithValueLogFileSize(valueLogFileSize).

@@ -58,7 +58,7 @@ func TestBadgerOptionsFollowTheMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bo := badgerOptions("/data", Options{}, mem)
+	bo := badgerOptions("/data", Options{Memory: mem})
 	for name, c := range map[string]struct{ got, want int64 }{
 		"ValueThreshold":   {bo.ValueThreshold, valueThreshold},
 		"ValueLogFileSize": {bo.ValueLogFileSize, valueLogFileSize},
@@ -85,7 +85,7 @@ func TestBadgerOptionsFollowTheMemory(t *testing.T) {
 		t.Errorf("value threshold %d is over the smallest budget's transaction size %d", valueThreshold, maxBatch)
 	}
 
-	mbo := badgerOptions("", Options{InMemory: true}, mem)
+	mbo := badgerOptions("", Options{InMemory: true, Memory: mem})
 	if !mbo.InMemory || mbo.Dir != "" || mbo.MemTableSize != 64<<20 {
 		t.Errorf("in memory: InMemory %v, Dir %q, MemTableSize %d; want true, empty, 64 MiB", mbo.InMemory, mbo.Dir, mbo.MemTableSize)
 	}

@@ -27,6 +27,16 @@ type Options struct {
 	// value means MemoryFor(DefaultMemoryBudget). An in-memory store
 	// ignores it.
 	Memory Memory
+	// WroteFunc, when set, hears after each commit how many bytes of
+	// records it wrote (keys and values, before Badger's own overhead), so
+	// that a watcher of free space can look again before a burst of writes
+	// takes the reserve (Monitor.Wrote).
+	WroteFunc func(bytes int)
+	// ReadOnly opens the store without writing to it: Badger creates no
+	// memtable and no value log file, which a volume without free space
+	// could not back (see OpenReadOnly). Update then fails with
+	// engine.ErrWritesRefused.
+	ReadOnly bool
 }
 
 func (o Options) logger() *slog.Logger {
@@ -34,6 +44,15 @@ func (o Options) logger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return o.Logger
+}
+
+// memory is o.Memory, or the default budget's when it is the zero value.
+func (o Options) memory() Memory {
+	if o.Memory == (Memory{}) {
+		mem, _ := MemoryFor(DefaultMemoryBudget)
+		return mem
+	}
+	return o.Memory
 }
 
 // maxConflictAttempts bounds how often Update re-runs a transaction that lost
@@ -44,9 +63,11 @@ const maxConflictAttempts = 10
 // makes them durable, sharing one fsync among all callers waiting at the time
 // (group commit). It is safe for concurrent use.
 type Store struct {
-	db   *badgerdb.DB
-	dir  string
-	sync *groupSync // nil when Sync is a no-op
+	db       *badgerdb.DB
+	dir      string
+	readOnly bool
+	wrote    func(bytes int) // Options.WroteFunc
+	sync     *groupSync      // nil when Sync is a no-op
 	// maxRecord bounds one encoded record (see maxRecordSize).
 	maxRecord int
 
@@ -65,40 +86,49 @@ var _ engine.Store = (*Store)(nil)
 // Open opens (or creates) the store in dir and recovers whatever it holds.
 // With opts.InMemory, dir is ignored and nothing touches the disk.
 func Open(dir string, opts Options) (*Store, error) {
-	mem := opts.Memory
-	if mem == (Memory{}) {
-		var err error
-		if mem, err = MemoryFor(DefaultMemoryBudget); err != nil {
-			return nil, err
-		}
+	bo := badgerOptions(dir, opts)
+	var db *badgerdb.DB
+	var err error
+	if opts.ReadOnly && !opts.InMemory {
+		db, err = openReadOnly(bo)
+	} else {
+		db, err = badgerdb.Open(bo)
 	}
-	db, err := badgerdb.Open(badgerOptions(dir, opts, mem))
 	if err != nil {
-		return nil, fmt.Errorf("open badger store: %w", err)
+		return nil, fmt.Errorf("open badger store: %w", mapErr(err))
 	}
-	s := &Store{db: db, dir: dir, maxRecord: maxRecordSizeOnDisk}
+	s := &Store{db: db, dir: dir, maxRecord: maxRecordSizeOnDisk, readOnly: opts.ReadOnly, wrote: opts.WroteFunc}
 	if opts.InMemory {
 		s.maxRecord = maxRecordSize
 	}
-	if !opts.InMemory && !opts.NoSync {
+	if !opts.InMemory && !opts.NoSync && !opts.ReadOnly {
 		s.sync = newGroupSync(db.Sync)
 	}
-	if err := s.backfillStateIndex(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if !opts.InMemory {
-		// The kernel names mapped files by their resolved path.
-		abs, err := filepath.Abs(dir)
-		if err == nil {
-			abs, err = filepath.EvalSymlinks(abs)
-		}
-		if err != nil {
+	// Read-only, activities without their state index entry stay out of
+	// ListActivities until a read-write start adds them.
+	if !opts.ReadOnly {
+		if err := s.backfillStateIndex(); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("resolve data directory: %w", err)
+			return nil, err
 		}
-		s.stopPageOut = startPageOut(abs, mem.MappedLogs, opts.logger())
-		s.stopGC, s.gcDone = make(chan struct{}), make(chan struct{})
+	}
+	if opts.InMemory {
+		return s, nil
+	}
+	// The kernel names mapped files by their resolved path.
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("resolve data directory: %w", err)
+	}
+	s.stopPageOut = startPageOut(abs, opts.memory().MappedLogs, opts.logger())
+	s.stopGC, s.gcDone = make(chan struct{}), make(chan struct{})
+	if opts.ReadOnly {
+		close(s.gcDone) // nothing is written, so nothing becomes garbage
+	} else {
 		go collectValueLog(db, opts.logger(), s.stopGC, s.gcDone)
 	}
 	return s, nil
@@ -110,9 +140,19 @@ func Open(dir string, opts Options) (*Store, error) {
 // no effects outside the transaction that a re-run would repeat. A
 // transaction larger than Badger allows fails with badger's ErrTxnTooBig.
 func (s *Store) Update(fn func(engine.Tx) error) error {
+	if s.readOnly {
+		return errReadOnly
+	}
 	var err error
 	for range maxConflictAttempts {
-		err = s.db.Update(func(txn *badgerdb.Txn) error { return fn(&tx{txn: txn, maxRecord: s.maxRecord}) })
+		var t *tx
+		err = s.db.Update(func(txn *badgerdb.Txn) error {
+			t = &tx{txn: txn, maxRecord: s.maxRecord}
+			return fn(t)
+		})
+		if err == nil && s.wrote != nil {
+			s.wrote(t.written)
+		}
 		if !errors.Is(err, badgerdb.ErrConflict) {
 			return mapErr(err)
 		}
@@ -132,7 +172,7 @@ func (s *Store) Sync() error {
 	if s.sync == nil {
 		return nil
 	}
-	return s.sync.Sync()
+	return mapErr(s.sync.Sync())
 }
 
 // Close finishes pending Syncs, then flushes and closes Badger. Later calls
@@ -161,6 +201,10 @@ func mapErr(err error) error {
 		return nil
 	case errors.Is(err, badgerdb.ErrDBClosed):
 		return fmt.Errorf("badger store: %w", engine.ErrClosed)
+	case noSpace(err):
+		return fmt.Errorf("%w: %w", engine.ErrNoSpace, err)
+	case errors.Is(err, badgerdb.ErrReadOnlyTxn):
+		return fmt.Errorf("%w: %w", errReadOnly, err)
 	case errors.Is(err, badgerdb.ErrTxnTooBig):
 		// The request's payloads together are more than one transaction
 		// holds: the caller's to fix, not an outage.

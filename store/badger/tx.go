@@ -18,6 +18,8 @@ import (
 type tx struct {
 	txn       *badgerdb.Txn
 	maxRecord int
+	// written counts the bytes of the records put (Options.WroteFunc).
+	written int
 }
 
 var _ engine.Tx = (*tx)(nil)
@@ -49,6 +51,7 @@ func (t *tx) put(key []byte, m proto.Message) error {
 	if len(v) > t.maxRecord {
 		return &engine.InvalidError{Field: "record", Reason: fmt.Sprintf("%d bytes encoded, more than the store's limit of %d", len(v), t.maxRecord)}
 	}
+	t.written += len(key) + len(v)
 	return t.txn.Set(key, v)
 }
 

@@ -1,0 +1,18 @@
+package badger
+
+import "syscall"
+
+// SpaceOf reads the volume that holds dir with statfs: Free is what a user
+// without the file system's root reserve may still write (what df calls
+// available), Total the volume's size.
+func SpaceOf(dir string) (Space, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return Space{}, err
+	}
+	unit := uint64(st.Frsize)
+	if unit == 0 {
+		unit = uint64(st.Bsize)
+	}
+	return Space{Free: st.Bavail * unit, Total: st.Blocks * unit}, nil
+}

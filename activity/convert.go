@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
+	"unicode/utf8"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -17,7 +19,9 @@ import (
 // and the details; its message is its Message, else its Cause's text, else
 // (when it is wrapped) the whole chain's text. Without an *Error, a context
 // deadline is a retryable TypeTimeout and anything else a retryable
-// TypeError with err's text. A nil err is a nil Failure.
+// TypeError with err's text. A nil err is a nil Failure. A type that is not
+// a valid id (CheckID) is written escaped (EscapeID), so the daemon takes
+// the report instead of refusing it and letting the lease run out.
 func FailureFromError(err error) *durablev1.Failure {
 	if err == nil {
 		return nil
@@ -33,6 +37,7 @@ func FailureFromError(err error) *durablev1.Failure {
 		if f.Type == "" {
 			f.Type = TypeError
 		}
+		f.Type = plainType(f.Type)
 		if f.Message == "" {
 			switch {
 			case ae.Cause != nil:
@@ -47,6 +52,20 @@ func FailureFromError(err error) *durablev1.Failure {
 		return &durablev1.Failure{Type: TypeTimeout, Message: err.Error()}
 	}
 	return &durablev1.Failure{Type: TypeError, Message: err.Error()}
+}
+
+// plainType returns t when it is a valid id, else t escaped and cut to
+// MaxIDLen bytes.
+func plainType(t string) string {
+	if CheckID(t) == nil {
+		return t
+	}
+	t = EscapeID(t)
+	for len(t) > MaxIDLen {
+		_, size := utf8.DecodeLastRuneInString(t)
+		t = t[:len(t)-size]
+	}
+	return strings.TrimRight(t, " ")
 }
 
 // ErrorFromFailure turns a recorded Failure back into an *Error with the same

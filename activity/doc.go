@@ -13,6 +13,12 @@
 // numbers, ids, addresses, hex and quoted values replaced by placeholders
 // (NormalizeMessage), hashed to a short hex string.
 //
+// CheckID is the rule every id follows (workflow and activity ids, types,
+// task queues, failure types, worker identities, principal names): plain text
+// of any script, without control, format, private-use or unassigned
+// characters, no spaces but U+0020 and none at either end, at most
+// MaxIDLen bytes. EscapeID is how wf and wfui show an id that breaks it.
+//
 // It also holds the pure retry arithmetic the daemon applies, Backoff and
 // Jitter, so that a policy can be checked without running anything:
 //

@@ -155,7 +155,21 @@ func (e *Engine) try(batch []*request) (int, error) {
 	changes := make([]*change, len(batch))
 	failed := -1
 	began := e.now()
+	// From the commit to the publication, no Watch may fix its view: it
+	// would see the batch in its snapshot and again as events.
+	locked := false
+	defer func() {
+		if locked {
+			e.publishing.Unlock()
+		}
+	}()
 	err := e.store.Update(func(tx Tx) error {
+		if !locked {
+			defer func() {
+				e.publishing.Lock()
+				locked = true
+			}()
+		}
 		seqUsed := false
 		for i, r := range batch {
 			c := &change{now: e.now()}
@@ -184,6 +198,8 @@ func (e *Engine) try(batch []*request) (int, error) {
 		e.afterCommitLocked(c)
 	}
 	e.mu.Unlock()
+	e.publishing.Unlock()
+	locked = false
 	e.opts.Observer.BatchCommitted(len(batch), took)
 	for _, c := range changes {
 		report(e.opts.Observer, c)

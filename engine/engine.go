@@ -32,6 +32,13 @@ type Engine struct {
 	// that whoever fires timers next sees that batch committed (timers.go).
 	firing sync.Mutex
 
+	// publishing is held by the batcher from just before a batch commits
+	// until its changes are published, and by a Watch while it fixes the
+	// store view of its snapshot and registers: so a snapshot's view holds
+	// exactly the changes published before the watcher could hear of later
+	// ones (watch.go). It is never held while the store is read.
+	publishing sync.Mutex
+
 	mu          sync.Mutex
 	closed      bool
 	closeCh     chan struct{}
@@ -43,10 +50,12 @@ type Engine struct {
 	timers      timerSet                // every live timer, earliest first
 	timerWake   chan struct{}
 	watchers    map[*watcher]struct{}
-	closeSubs   map[string][]chan struct{} // workflow id → waiters for its close
-	counts      map[stateKey]int           // activities per queue and state, see gauge.go
-	janitorDone chan struct{}
-	statsDone   chan struct{}
+	// snapshotReads holds a token for each Watch reading its snapshot.
+	snapshotReads chan struct{}
+	closeSubs     map[string][]chan struct{} // workflow id → waiters for its close
+	counts        map[stateKey]int           // activities per queue and state, see gauge.go
+	janitorDone   chan struct{}
+	statsDone     chan struct{}
 	// trailJanitorDone closes when the janitor of finished activities stops.
 	trailJanitorDone chan struct{}
 
@@ -77,25 +86,26 @@ func New(store Store, opts Options) (*Engine, error) {
 		seed = opts.Clock.Now().UnixNano()
 	}
 	e := &Engine{
-		store:       store,
-		opts:        opts,
-		clock:       opts.Clock,
-		rng:         rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1^0x9e3779b97f4a7c15)),
-		closeCh:     make(chan struct{}),
-		loopDone:    make(chan struct{}),
-		requests:    make(chan *request),
-		batcherDone: make(chan struct{}),
-		waiters:     map[queueKey][]*waiter{},
-		queues:      map[queueKey]*entryHeap{},
-		timerWake:   make(chan struct{}, 1),
-		watchers:    map[*watcher]struct{}{},
-		closeSubs:   map[string][]chan struct{}{},
-		counts:      map[stateKey]int{},
-		janitorDone: make(chan struct{}),
-		statsDone:   make(chan struct{}),
-		ops:         map[int64]*opRun{},
-		opsWake:     make(chan struct{}, 1),
-		opsDone:     make(chan struct{}),
+		store:         store,
+		opts:          opts,
+		clock:         opts.Clock,
+		rng:           rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1^0x9e3779b97f4a7c15)),
+		closeCh:       make(chan struct{}),
+		loopDone:      make(chan struct{}),
+		requests:      make(chan *request),
+		batcherDone:   make(chan struct{}),
+		waiters:       map[queueKey][]*waiter{},
+		queues:        map[queueKey]*entryHeap{},
+		timerWake:     make(chan struct{}, 1),
+		watchers:      map[*watcher]struct{}{},
+		snapshotReads: make(chan struct{}, snapshotReaders()),
+		closeSubs:     map[string][]chan struct{}{},
+		counts:        map[stateKey]int{},
+		janitorDone:   make(chan struct{}),
+		statsDone:     make(chan struct{}),
+		ops:           map[int64]*opRun{},
+		opsWake:       make(chan struct{}, 1),
+		opsDone:       make(chan struct{}),
 
 		trailJanitorDone: make(chan struct{}),
 		gate:             newWriteGate(opts.ReadOnly),
@@ -145,6 +155,11 @@ func (e *Engine) Close() error {
 		w.stop(ErrClosed)
 	}
 	e.mu.Unlock()
+	// Wait for the snapshots being read, which hold the store, and keep
+	// new ones from starting.
+	for range cap(e.snapshotReads) {
+		e.snapshotReads <- struct{}{}
+	}
 	<-e.loopDone
 	<-e.janitorDone
 	<-e.statsDone

@@ -41,6 +41,9 @@ type Options struct {
 	// AttemptRetention is how long a finished activity is kept with its
 	// attempt trail; default 7 days.
 	AttemptRetention time.Duration
+	// MaxWatchers bounds the Watch streams open at once; one more is
+	// refused with a *WatchLimitError. Default DefaultMaxWatchers.
+	MaxWatchers int
 
 	// ReadOnly, when set, says the store was opened read-only: the engine
 	// refuses every change of state with this error for its whole life
@@ -58,6 +61,11 @@ type Options struct {
 	// not call RefuseWrites or AllowWrites.
 	WritesChangedFunc func(refused error)
 }
+
+// DefaultMaxWatchers is the default of Options.MaxWatchers: consoles and
+// dashboards of a team, with room, while each one's buffer (watchBuffer
+// events) stays a bounded share of memory.
+const DefaultMaxWatchers = 256
 
 func (o Options) withDefaults() Options {
 	if o.Clock == nil {
@@ -92,6 +100,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.AttemptRetention <= 0 {
 		o.AttemptRetention = DefaultAttemptRetention
+	}
+	if o.MaxWatchers <= 0 {
+		o.MaxWatchers = DefaultMaxWatchers
 	}
 	return o
 }

@@ -182,9 +182,10 @@ func (e *Engine) timersOf(a *durablev1.ActivityRecord) []Timer {
 // overrides now in force: the timers of the live ones move to where the
 // options in force put them (a timer moved later than before also fires
 // harmlessly early, see fire), and watchers get every one's new view. It
-// holds the engine's lock throughout, as a Watch snapshot does, so no
-// transition publishes between the read and the send: a later change of
-// the same activity reaches the watchers after this view, never before.
+// holds the engine's lock throughout, so no transition publishes between
+// the read and the send: a later change of the same activity reaches the
+// watchers after this view, never before. (A Watch registering meanwhile
+// waits for the lock; its snapshot's view already holds the change.)
 // It reads the activities of the type from the store's state index, so its
 // cost is that of the type's activities, not of every one. The change is
 // committed whatever happens here; should the read fail, the timers are

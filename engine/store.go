@@ -35,6 +35,15 @@ type Tx interface {
 	// ListWorkflows returns up to limit workflows with ids after the given one,
 	// in id order.
 	ListWorkflows(after string, limit int) ([]*durablev1.WorkflowRecord, error)
+	// RunningWorkflows calls fn for every running workflow, in id order,
+	// until fn returns false. It reads only the running ones, from an index
+	// the store keeps with the records.
+	RunningWorkflows(fn func(*durablev1.WorkflowRecord) bool) error
+	// ClosedWorkflows calls fn for the workflows that closed at or after
+	// since, the most recently closed first, until fn returns false. It
+	// reads them from an index by close time and never reads a workflow
+	// that closed before since.
+	ClosedWorkflows(since time.Time, fn func(*durablev1.WorkflowRecord) bool) error
 
 	// AppendEvents stores events under their event ids.
 	AppendEvents(workflowID string, events []*durablev1.HistoryEvent) error

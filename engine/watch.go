@@ -3,20 +3,24 @@ package engine
 import (
 	"context"
 	"errors"
-	"slices"
+	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
-
-// ErrWatchLagged ends a watch whose reader fell too far behind; it should
-// watch again and start from a fresh snapshot.
-var ErrWatchLagged = errors.New("watch fell behind; resubscribe for a fresh snapshot")
 
 // watchBuffer is how many change events a watcher may have unread.
 const watchBuffer = 4096
+
+// ErrWatchLagged ends a watch whose reader fell more than watchBuffer
+// events behind: the changes it missed are gone, so it should watch again
+// and start from a fresh snapshot. It is the reader's pace, not a fault of
+// the daemon.
+var ErrWatchLagged = fmt.Errorf("the watch fell more than %d events behind; resubscribe for a fresh snapshot", watchBuffer)
 
 // A watch snapshot carries closed workflows only from the last
 // watchClosedWindow, and at most watchClosedMax of them, the newest: a
@@ -26,14 +30,6 @@ const (
 	watchClosedWindow = 24 * time.Hour
 	watchClosedMax    = 1000
 )
-
-// recentlyClosed keeps the watchClosedMax most recently closed workflows.
-func recentlyClosed(closed []*durablev1.WorkflowInfo) []*durablev1.WorkflowInfo {
-	slices.SortFunc(closed, func(a, b *durablev1.WorkflowInfo) int {
-		return b.GetCloseTime().AsTime().Compare(a.GetCloseTime().AsTime())
-	})
-	return closed[:min(len(closed), watchClosedMax)]
-}
 
 // snapshotChunk bounds the items of one SNAPSHOT event.
 const snapshotChunk = 500
@@ -159,81 +155,78 @@ func (e *Engine) sendViewsLocked(views []*durablev1.PendingActivity) {
 // plus the most recently closed ones (at most watchClosedMax, closed within
 // watchClosedWindow) and every running operation plus the recently finished
 // ones, then each change, until ctx ends, send fails, the engine closes or
-// the reader falls behind (ErrWatchLagged).
+// the reader falls behind (ErrWatchLagged, only ever after SNAPSHOT_DONE).
+// More than Options.MaxWatchers at once are refused with a
+// *WatchLimitError.
+//
+// The snapshot is read without the engine's lock, from a store view fixed
+// at a point between two published batches (see Engine.publishing); the
+// changes published after that point queue in the watcher's buffer while
+// the snapshot is read and sent, and follow it in order. A commit waits
+// for a Watch only while it fixes its view and registers, never while it
+// reads.
 func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send func(*durablev1.WatchEvent) error) error {
 	w := &watcher{ch: make(chan *durablev1.WatchEvent, watchBuffer), done: make(chan struct{})}
-	var acts []*durablev1.PendingActivity
-	var wfs []*durablev1.WorkflowInfo
-	var ops []*durablev1.Operation
-	since := e.now().Add(-watchClosedWindow)
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	var snap watchSnapshot
+	registered := false
+	// Snapshots are read a few at a time, before the view is fixed, so a
+	// crowd of watchers opening at once takes turns rather than the CPU
+	// the batcher needs.
+	select {
+	case e.snapshotReads <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.closeCh:
 		return ErrClosed
 	}
+	e.publishing.Lock()
+	locked := true
 	err := e.store.View(func(tx Tx) error {
-		if err := tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
-			e.showInForce(a.GetInfo())
-			acts = append(acts, a.GetInfo())
-			return true
-		}); err != nil {
-			return err
-		}
-		var closed []*durablev1.WorkflowInfo
-		err := eachWorkflow(tx, func(r *durablev1.WorkflowRecord) {
-			switch in := r.GetInfo(); {
-			case in.GetStatus() == statusRunning:
-				wfs = append(wfs, in)
-			case in.GetCloseTime().AsTime().After(since):
-				closed = append(closed, in)
+		// The view is fixed: the store's View sees what committed before
+		// it was called, and no batch commits while publishing is held.
+		e.mu.Lock()
+		err := e.registerLocked(w)
+		if err == nil {
+			registered = true
+			snap.now = ts(e.now())
+			snap.overrides = e.overrideTable()
+			snap.running = make(map[int64]bool, len(e.ops))
+			for seq := range e.ops {
+				snap.running[seq] = true
 			}
-		})
-		wfs = append(wfs, recentlyClosed(closed)...)
+		}
+		e.mu.Unlock()
+		e.publishing.Unlock()
+		locked = false
 		if err != nil {
 			return err
 		}
-		ops, err = e.watchedOperationsLocked(tx, since)
-		return err
+		return e.readSnapshot(tx, &snap, e.now().Add(-watchClosedWindow))
 	})
-	overrides := e.overrideTable().sorted()
-	if err == nil {
-		e.watchers[w] = struct{}{}
+	if locked {
+		e.publishing.Unlock()
 	}
-	now := ts(e.now())
-	e.mu.Unlock()
+	<-e.snapshotReads
+	if registered {
+		defer func() {
+			e.mu.Lock()
+			delete(e.watchers, w)
+			e.mu.Unlock()
+		}()
+	}
 	if err != nil {
 		return err
 	}
-	defer func() {
-		e.mu.Lock()
-		delete(e.watchers, w)
-		e.mu.Unlock()
-	}()
-
-	if len(ops) > 0 || len(overrides) > 0 {
-		// Few and small: the first snapshot event carries them all.
-		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now, Operations: ops}
-		for _, o := range overrides {
-			ev.PolicyOverrides = append(ev.PolicyOverrides, proto.CloneOf(o))
-		}
-		if err := send(ev); err != nil {
-			return err
-		}
-	}
-	for len(acts) > 0 || len(wfs) > 0 {
-		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now}
-		n := min(len(acts), snapshotChunk)
-		ev.Activities, acts = acts[:n], acts[n:]
-		m := min(len(wfs), snapshotChunk-n)
-		ev.Workflows, wfs = wfs[:m], wfs[m:]
-		if err := send(ev); err != nil {
-			return err
-		}
-	}
-	if err := send(&durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE, ServerTime: now}); err != nil {
+	if err := snap.send(send); err != nil {
 		return err
 	}
 	for {
+		// A watcher cut off ends at once, without the events it still has.
+		select {
+		case <-w.done:
+			return w.err
+		default:
+		}
 		select {
 		case ev := <-w.ch:
 			if err := send(ev); err != nil {
@@ -247,22 +240,116 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 	}
 }
 
+// registerLocked adds w to the watchers, unless the engine closed or
+// MaxWatchers are open.
+func (e *Engine) registerLocked(w *watcher) error {
+	if e.closed {
+		return ErrClosed
+	}
+	if len(e.watchers) >= e.opts.MaxWatchers {
+		return &WatchLimitError{Limit: e.opts.MaxWatchers}
+	}
+	e.watchers[w] = struct{}{}
+	return nil
+}
+
+// WatchLimitError refuses a Watch because Limit watchers are open, the most
+// Options.MaxWatchers allows.
+type WatchLimitError struct{ Limit int }
+
+func (e *WatchLimitError) Error() string {
+	return fmt.Sprintf("%d watch streams are open, the most this daemon allows", e.Limit)
+}
+
+// watchSnapshot is what a Watch read from its store view, with what it took
+// from the engine at the same point.
+type watchSnapshot struct {
+	now       *timestamppb.Timestamp
+	overrides overrideTable
+	running   map[int64]bool // the operations running at the view
+	acts      []*durablev1.PendingActivity
+	wfs       []*durablev1.WorkflowInfo
+	ops       []*durablev1.Operation
+}
+
+// readSnapshot reads the pending activities, the running workflows and those
+// closed since since (newest first, at most watchClosedMax) from their
+// indexes, and the operations a snapshot shows.
+func (e *Engine) readSnapshot(tx Tx, snap *watchSnapshot, since time.Time) error {
+	defaults := e.policyDefaults()
+	err := tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
+		in := a.GetInfo()
+		InForce(in, snap.overrides.lookup(in.GetActivityType(), in.GetTaskQueue()), defaults)
+		snap.acts = append(snap.acts, in)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	err = tx.RunningWorkflows(func(r *durablev1.WorkflowRecord) bool {
+		snap.wfs = append(snap.wfs, r.GetInfo())
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	closed := 0
+	err = tx.ClosedWorkflows(since, func(r *durablev1.WorkflowRecord) bool {
+		snap.wfs = append(snap.wfs, r.GetInfo())
+		closed++
+		return closed < watchClosedMax
+	})
+	if err != nil {
+		return err
+	}
+	snap.ops, err = watchedOperations(tx, snap.running, since)
+	return err
+}
+
+// send sends the snapshot as SNAPSHOT events of at most snapshotChunk items
+// and a SNAPSHOT_DONE.
+func (snap *watchSnapshot) send(send func(*durablev1.WatchEvent) error) error {
+	now := snap.now
+	if len(snap.ops) > 0 || len(snap.overrides) > 0 {
+		// Few and small: the first snapshot event carries them all.
+		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now, Operations: snap.ops}
+		for _, o := range snap.overrides.sorted() {
+			ev.PolicyOverrides = append(ev.PolicyOverrides, proto.CloneOf(o))
+		}
+		if err := send(ev); err != nil {
+			return err
+		}
+	}
+	acts, wfs := snap.acts, snap.wfs
+	for len(acts) > 0 || len(wfs) > 0 {
+		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now}
+		n := min(len(acts), snapshotChunk)
+		ev.Activities, acts = acts[:n], acts[n:]
+		m := min(len(wfs), snapshotChunk-n)
+		ev.Workflows, wfs = wfs[:m], wfs[m:]
+		if err := send(ev); err != nil {
+			return err
+		}
+	}
+	return send(&durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE, ServerTime: now})
+}
+
 // watchOperationsScanned bounds the operation records a snapshot reads
 // beyond the running ones, newest first.
 const watchOperationsScanned = 1000
 
-// watchedOperationsLocked returns the operations a snapshot shows: every
-// running one, and those among the newest watchOperationsScanned that
-// finished after since, newest first.
-func (e *Engine) watchedOperationsLocked(tx Tx, since time.Time) ([]*durablev1.Operation, error) {
+// watchedOperations returns the operations a snapshot shows: every one
+// running at its view (running), and those among the newest
+// watchOperationsScanned that finished after since, newest first.
+func watchedOperations(tx Tx, running map[int64]bool, since time.Time) ([]*durablev1.Operation, error) {
 	var ops []*durablev1.Operation
-	running := map[int64]bool{}
+	seen := map[int64]bool{}
 	scanned := 0
 	_, err := tx.Operations(nil, func(r *durablev1.OperationRecord) bool {
 		scanned++
 		switch op := r.GetOperation(); {
 		case op.GetState() == opRunning:
-			running[r.GetSeq()] = true
+			seen[r.GetSeq()] = true
 			ops = append(ops, op)
 		case op.GetState() != opPreparing && op.GetFinishedTime().AsTime().After(since):
 			ops = append(ops, op)
@@ -272,8 +359,8 @@ func (e *Engine) watchedOperationsLocked(tx Tx, since time.Time) ([]*durablev1.O
 	if err != nil {
 		return nil, err
 	}
-	for seq := range e.ops {
-		if running[seq] {
+	for seq := range running {
+		if seen[seq] {
 			continue
 		}
 		r, err := tx.GetOperation(seq)
@@ -287,3 +374,8 @@ func (e *Engine) watchedOperationsLocked(tx Tx, since time.Time) ([]*durablev1.O
 	}
 	return ops, nil
 }
+
+// snapshotReaders is how many Watch snapshots are read at once: half the
+// processors, so that a crowd of watchers opening at once leaves the rest
+// to the batcher and the polls.
+func snapshotReaders() int { return max(1, runtime.GOMAXPROCS(0)/2) }

@@ -456,7 +456,9 @@ func TestParseAuthFile(t *testing.T) {
 		{"DuplicateToken", ok(`{"name":"w","role":"worker","token_sha256":"` + h + `"},{"name":"r","role":"reader","token_sha256":"` + strings.ToUpper(h) + `"}`), "its own token"},
 		{"DuplicateCN", ok(`{"name":"a","role":"reader","cert_cn":"x"},{"name":"b","role":"operator","cert_cn":"x"}`), `cert_cn "x" is already used`},
 		{"DuplicateQueue", ok(`{"name":"w","role":"worker","token_sha256":"` + h + `","task_queues":["a","a"]}`), "listed twice"},
-		{"ControlCharacter", ok(`{"name":"w\u0007","role":"worker","token_sha256":"` + h + `"}`), "does not print"},
+		{"ControlCharacter", ok(`{"name":"w\u0007","role":"worker","token_sha256":"` + h + `"}`), "name must not contain U+0007 (a control character) at byte offset 1"},
+		{"BidiOverride", ok(`{"name":"w\u202e","role":"worker","token_sha256":"` + h + `"}`), "name must not contain U+202E RIGHT-TO-LEFT OVERRIDE"},
+		{"TrailingSpace", ok(`{"name":"w ","role":"worker","token_sha256":"` + h + `"}`), "name must not end with a space"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

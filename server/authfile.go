@@ -9,7 +9,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"unicode"
+
+	"github.com/tinyllm/durable/activity"
 )
 
 // The auth file is one small JSON document listing principals:
@@ -177,21 +178,12 @@ func parseEntry(raw json.RawMessage) (*Principal, *[sha256.Size]byte, string, er
 	return p, nil, "", errors.New("no credentials: give token_sha256 (a bearer token's SHA-256) or cert_cn (a client certificate's common name)")
 }
 
-// checkName checks a name, queue or common name of the auth file: present,
-// bounded, printable.
+// checkName checks a name, queue or common name of the auth file by the
+// rule for ids (activity.CheckID): names show up in the audit log, in wf and
+// in the console, and must read as what they are.
 func checkName(field, s string) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("%s is required", field)
-	case len(s) > maxIDLen:
-		return fmt.Errorf("%s must be at most %d bytes", field, maxIDLen)
-	case strings.TrimSpace(s) != s:
-		return fmt.Errorf("%s %q has leading or trailing spaces", field, s)
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return fmt.Errorf("%s %q contains a character that does not print (%U)", field, s, r)
-		}
+	if err := activity.CheckID(s); err != nil {
+		return fmt.Errorf("%s %s", field, err)
 	}
 	return nil
 }

@@ -21,11 +21,11 @@ func (v validator) startWorkflow(r *durablev1.StartWorkflowRequest) error {
 }
 
 func (v validator) describeWorkflow(r *durablev1.DescribeWorkflowRequest) error {
-	return v.id("workflow_id", r.GetWorkflowId())
+	return v.ref("workflow_id", r.GetWorkflowId())
 }
 
 func (v validator) getWorkflowHistory(r *durablev1.GetWorkflowHistoryRequest) error {
-	return v.id("workflow_id", r.GetWorkflowId())
+	return v.ref("workflow_id", r.GetWorkflowId())
 }
 
 func (v validator) listWorkflows(r *durablev1.ListWorkflowsRequest) error {
@@ -80,8 +80,8 @@ func (v validator) listActivities(r *durablev1.ListActivitiesRequest) error {
 
 func (v validator) redriveDeadLetter(r *durablev1.RedriveDeadLetterRequest) error {
 	return first(
-		func() error { return v.id("workflow_id", r.GetWorkflowId()) },
-		func() error { return v.id("activity_id", r.GetActivityId()) },
+		func() error { return v.ref("workflow_id", r.GetWorkflowId()) },
+		func() error { return v.ref("activity_id", r.GetActivityId()) },
 		func() error { return v.reason("reason", r.GetReason()) },
 		func() error { return v.edit("edit", r.GetEdit()) },
 	)
@@ -101,10 +101,10 @@ func (v validator) redriveDeadLetters(r *durablev1.RedriveDeadLettersRequest) er
 		},
 		func() error {
 			for i, a := range r.GetActivities() {
-				if err := v.id(field(index("activities", i), "workflow_id"), a.GetWorkflowId()); err != nil {
+				if err := v.ref(field(index("activities", i), "workflow_id"), a.GetWorkflowId()); err != nil {
 					return err
 				}
-				if err := v.id(field(index("activities", i), "activity_id"), a.GetActivityId()); err != nil {
+				if err := v.ref(field(index("activities", i), "activity_id"), a.GetActivityId()); err != nil {
 					return err
 				}
 			}
@@ -142,7 +142,7 @@ func filterSetsSomething(f *durablev1.DeadLetterFilter) bool {
 }
 
 func (v validator) describeOperation(r *durablev1.DescribeOperationRequest) error {
-	return v.id("id", r.GetId())
+	return v.ref("id", r.GetId())
 }
 
 func (v validator) listOperations(r *durablev1.ListOperationsRequest) error {
@@ -154,7 +154,7 @@ func (v validator) listOperations(r *durablev1.ListOperationsRequest) error {
 
 func (v validator) cancelOperation(r *durablev1.CancelOperationRequest) error {
 	return first(
-		func() error { return v.id("id", r.GetId()) },
+		func() error { return v.ref("id", r.GetId()) },
 		func() error { return v.reason("reason", r.GetReason()) },
 	)
 }
@@ -174,15 +174,15 @@ func (v validator) listAuditRecords(r *durablev1.ListAuditRecordsRequest) error 
 
 func (v validator) pollWorkflowTask(r *durablev1.PollWorkflowTaskRequest) error {
 	return first(
-		func() error { return v.id("task_queue", r.GetTaskQueue()) },
-		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.ref("task_queue", r.GetTaskQueue()) },
+		func() error { return v.optionalID("identity", r.GetIdentity()) },
 	)
 }
 
 func (v validator) completeWorkflowTask(r *durablev1.CompleteWorkflowTaskRequest) error {
 	return first(
 		func() error { return v.taskToken("task_token", r.GetTaskToken()) },
-		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.optionalID("identity", r.GetIdentity()) },
 		func() error { return v.commands(r.GetCommands()) },
 	)
 }
@@ -190,15 +190,15 @@ func (v validator) completeWorkflowTask(r *durablev1.CompleteWorkflowTaskRequest
 func (v validator) failWorkflowTask(r *durablev1.FailWorkflowTaskRequest) error {
 	return first(
 		func() error { return v.taskToken("task_token", r.GetTaskToken()) },
-		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.optionalID("identity", r.GetIdentity()) },
 		func() error { return v.failure("failure", r.GetFailure()) },
 	)
 }
 
 func (v validator) pollActivityTask(r *durablev1.PollActivityTaskRequest) error {
 	return first(
-		func() error { return v.id("task_queue", r.GetTaskQueue()) },
-		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.ref("task_queue", r.GetTaskQueue()) },
+		func() error { return v.optionalID("identity", r.GetIdentity()) },
 		func() error {
 			if n := r.GetMaxTasks(); n < 0 || n > maxPollTasks {
 				return invalidf("max_tasks", "must be in [0, %d], got %d", maxPollTasks, n)
@@ -211,7 +211,7 @@ func (v validator) pollActivityTask(r *durablev1.PollActivityTaskRequest) error 
 func (v validator) completeActivityTask(r *durablev1.CompleteActivityTaskRequest) error {
 	return first(
 		func() error { return v.taskToken("task_token", r.GetTaskToken()) },
-		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.optionalID("identity", r.GetIdentity()) },
 		func() error { return v.payload("result", len(r.GetResult())) },
 	)
 }
@@ -219,7 +219,7 @@ func (v validator) completeActivityTask(r *durablev1.CompleteActivityTaskRequest
 func (v validator) failActivityTask(r *durablev1.FailActivityRequest) error {
 	return first(
 		func() error { return v.taskToken("task_token", r.GetTaskToken()) },
-		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.optionalID("identity", r.GetIdentity()) },
 		func() error { return v.failure("failure", r.GetFailure()) },
 	)
 }
@@ -227,7 +227,7 @@ func (v validator) failActivityTask(r *durablev1.FailActivityRequest) error {
 func (v validator) recordHeartbeat(r *durablev1.HeartbeatRequest) error {
 	return first(
 		func() error { return v.taskToken("task_token", r.GetTaskToken()) },
-		func() error { return v.text("identity", r.GetIdentity()) },
+		func() error { return v.optionalID("identity", r.GetIdentity()) },
 		func() error { return v.payload("details", len(r.GetDetails())) },
 	)
 }
@@ -318,7 +318,7 @@ func first(checks ...func() error) error {
 func (v validator) setPolicyOverride(r *durablev1.SetPolicyOverrideRequest) error {
 	return first(
 		func() error { return v.id("activity_type", r.GetActivityType()) },
-		func() error { return v.text("task_queue", r.GetTaskQueue()) },
+		func() error { return v.optionalID("task_queue", r.GetTaskQueue()) },
 		func() error {
 			if r.GetPatch() == nil || !patchSetsSomething(r.GetPatch()) {
 				return invalidf("patch", "must set at least one field to override")
@@ -332,7 +332,7 @@ func (v validator) setPolicyOverride(r *durablev1.SetPolicyOverrideRequest) erro
 
 func (v validator) clearPolicyOverride(r *durablev1.ClearPolicyOverrideRequest) error {
 	return first(
-		func() error { return v.id("activity_type", r.GetActivityType()) },
+		func() error { return v.ref("activity_type", r.GetActivityType()) },
 		func() error { return v.text("task_queue", r.GetTaskQueue()) },
 		func() error { return v.reason("reason", r.GetReason()) },
 	)

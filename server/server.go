@@ -90,9 +90,11 @@ func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 		u, st := m.interceptors()
 		unary, stream = append(unary, u), append(stream, st)
 	}
-	unary = append(unary, s.unaryInterceptor)
+	codec := newRequestCodec()
+	unary = append(unary, codec.refuseUndecodable, s.unaryInterceptor)
 	stream = append(stream, s.streamInterceptor)
 	opts := append(grpcOptions(s.opts),
+		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	)

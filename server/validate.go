@@ -20,7 +20,7 @@ import (
 // values.
 const (
 	// maxIDLen bounds ids, types, queue names and identities, in bytes.
-	maxIDLen = 1000
+	maxIDLen = activity.MaxIDLen
 	// maxDuration bounds every timeout and timer: 10 years.
 	maxDuration = 10 * 365 * 24 * time.Hour
 	// maxAttempts bounds RetryPolicy.max_attempts.
@@ -64,8 +64,42 @@ func invalidf(path, format string, args ...any) error {
 	return &fieldError{field: path, reason: fmt.Sprintf(format, args...)}
 }
 
-// text checks an optional string: bounded, UTF-8, and free of control
-// characters, since ids and names end up in keys and on terminals.
+// Two rules for ids. A new id — one this request would store for the first
+// time, such as the workflow id of StartWorkflow or the activity id of a
+// schedule command — must be plain text (activity.CheckID): no control,
+// format, private-use or unassigned characters, no spaces but U+0020 and
+// none at either end. A reference to an id that may already be stored — the
+// workflow id of DescribeWorkflow, the ids of a redrive, a filter, the queue
+// a worker polls — is held only to the rule that was in force when older
+// data was written (bounded UTF-8 without control characters), so that work
+// stored before the stricter rule can still be read, polled and redriven.
+
+// id checks a required new id.
+func (v validator) id(path, s string) error {
+	if err := activity.CheckID(s); err != nil {
+		return invalidf(path, "%s", err.Error())
+	}
+	return nil
+}
+
+// optionalID checks a new id that may be left empty.
+func (v validator) optionalID(path, s string) error {
+	if s == "" {
+		return nil
+	}
+	return v.id(path, s)
+}
+
+// ref checks a required reference to an id that may already be stored.
+func (v validator) ref(path, s string) error {
+	if s == "" {
+		return invalidf(path, "is required")
+	}
+	return v.text(path, s)
+}
+
+// text checks an optional reference or filter: bounded, UTF-8, and free of
+// control characters, the rule ids were written under before CheckID.
 func (v validator) text(path, s string) error {
 	if len(s) > maxIDLen {
 		return invalidf(path, "must be at most %d bytes, got %d", maxIDLen, len(s))
@@ -84,14 +118,6 @@ func (v validator) textUnbounded(path, s string) error {
 		}
 	}
 	return nil
-}
-
-// id checks a required string.
-func (v validator) id(path, s string) error {
-	if s == "" {
-		return invalidf(path, "is required")
-	}
-	return v.text(path, s)
 }
 
 // payload checks opaque bytes against MaxPayload.
@@ -170,7 +196,7 @@ func (v validator) failure(path string, f *durablev1.Failure) error {
 	if f == nil {
 		return nil
 	}
-	if err := v.text(field(path, "type"), f.GetType()); err != nil {
+	if err := v.optionalID(field(path, "type"), f.GetType()); err != nil {
 		return err
 	}
 	if len(f.GetMessage()) > v.maxPayload {
@@ -218,7 +244,7 @@ func (v validator) activityOptions(path string, o *durablev1.ActivityOptions) er
 	if o == nil {
 		return nil
 	}
-	if err := v.text(field(path, "task_queue"), o.GetTaskQueue()); err != nil {
+	if err := v.optionalID(field(path, "task_queue"), o.GetTaskQueue()); err != nil {
 		return err
 	}
 	durations := []struct {

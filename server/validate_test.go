@@ -39,6 +39,9 @@ func TestStartWorkflow_BadInput(t *testing.T) {
 		{"WorkflowIDTooLong", ok(func(r *durablev1.StartWorkflowRequest) { r.WorkflowId = longID }), codes.InvalidArgument, "workflow_id"},
 		{"WorkflowIDControlChar", ok(func(r *durablev1.StartWorkflowRequest) { r.WorkflowId = "a\x00b" }), codes.InvalidArgument, "workflow_id"},
 		{"TaskQueueTooLong", ok(func(r *durablev1.StartWorkflowRequest) { r.TaskQueue = longID }), codes.InvalidArgument, "task_queue"},
+		{"WorkflowIDBidiOverride", ok(func(r *durablev1.StartWorkflowRequest) { r.WorkflowId = "a\u202eb" }), codes.InvalidArgument, "workflow_id"},
+		{"WorkflowTypeZeroWidthSpace", ok(func(r *durablev1.StartWorkflowRequest) { r.WorkflowType = "T\u200b" }), codes.InvalidArgument, "workflow_type"},
+		{"TaskQueueOnlySpaces", ok(func(r *durablev1.StartWorkflowRequest) { r.TaskQueue = "  " }), codes.InvalidArgument, "task_queue"},
 		{"InputOverLimit", ok(func(r *durablev1.StartWorkflowRequest) { r.Input = over(testMaxPayload) }), codes.InvalidArgument, "input"},
 		{"InputAtLimit", ok(func(r *durablev1.StartWorkflowRequest) { r.Input = make([]byte, testMaxPayload) }), codes.OK, ""},
 		{"AlreadyExists", ok(func(r *durablev1.StartWorkflowRequest) {}), codes.AlreadyExists, ""},
@@ -52,6 +55,8 @@ func TestDescribeWorkflow_BadInput(t *testing.T) {
 		{"MissingWorkflowID", &durablev1.DescribeWorkflowRequest{}, codes.InvalidArgument, "workflow_id"},
 		{"WorkflowIDTooLong", &durablev1.DescribeWorkflowRequest{WorkflowId: longID}, codes.InvalidArgument, "workflow_id"},
 		{"UnknownWorkflow", &durablev1.DescribeWorkflowRequest{WorkflowId: "nope"}, codes.NotFound, ""},
+		// Ids stored before they had to be plain can still be looked up.
+		{"IDAsOlderStoresMayHoldIt", &durablev1.DescribeWorkflowRequest{WorkflowId: "a\u202eb\u200b "}, codes.NotFound, ""},
 	})
 }
 

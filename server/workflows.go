@@ -2,7 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/tinyllm/durable/engine"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -117,9 +124,34 @@ func (s *Server) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkfl
 }
 
 // Watch streams the engine's snapshot and changes until the client goes
-// away or the engine closes.
+// away or the engine closes. Two endings are the reader's to act on, not
+// faults of the daemon, and are logged as such: more watchers than
+// --max-watchers allows (ResourceExhausted: close one or raise the limit,
+// and back off before trying again), and a reader that fell more than the
+// buffer behind (Aborted: the changes it missed are gone; resubscribe at
+// once for a fresh snapshot). Aborted is gRPC's "retry at a higher level"
+// — here, the whole subscription — and is kept apart from
+// ResourceExhausted, after which an immediate retry would fail again.
 func (s *Server) Watch(req *durablev1.WatchRequest, stream durablev1.Durable_WatchServer) error {
 	ctx := stream.Context()
 	err := s.engine.Watch(ctx, req, stream.Send)
+	var limit *engine.WatchLimitError
+	switch {
+	case errors.As(err, &limit):
+		s.opts.Logger.WarnContext(ctx, "watch refused", slog.Int("max_watchers", limit.Limit), slog.String("peer", peerOf(ctx)))
+		return status.Errorf(codes.ResourceExhausted,
+			"%v (--max-watchers %d): close a watch or raise the limit, then try again", err, limit.Limit)
+	case errors.Is(err, engine.ErrWatchLagged):
+		s.opts.Logger.InfoContext(ctx, "watch fell behind; told to resubscribe", slog.String("peer", peerOf(ctx)))
+		return status.Error(codes.Aborted, err.Error())
+	}
 	return s.toStatus(ctx, "Watch", err)
+}
+
+// peerOf is the address of the caller, for logs.
+func peerOf(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }

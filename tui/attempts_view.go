@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -32,8 +33,8 @@ func (m Model) attemptCells(a *durablev1.PendingActivity) []cell {
 		cdStyle, whyStyle = &st.Warning, &st.Warning
 	}
 	return []cell{
-		{text: a.GetWorkflowId()},
-		{text: a.GetActivityId() + " " + a.GetActivityType()},
+		{text: activity.EscapeID(a.GetWorkflowId())},
+		{text: activity.EscapeID(a.GetActivityId()) + " " + activity.EscapeID(a.GetActivityType())},
 		{text: stateName(a.GetState()), style: &stateStyle},
 		{text: fmt.Sprintf("%d/%d", a.GetAttempt(), a.GetMaxAttempts())},
 		{text: w.countdown, style: cdStyle},

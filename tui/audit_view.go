@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -54,7 +55,7 @@ func selectionText(r *durablev1.AuditRecord, names bool) string {
 	}
 	acts := r.GetActivities()
 	if r.GetMatched() <= 1 && len(acts) == 1 {
-		return acts[0].GetWorkflowId() + "/" + acts[0].GetActivityId()
+		return activity.EscapeID(acts[0].GetWorkflowId()) + "/" + activity.EscapeID(acts[0].GetActivityId())
 	}
 	if !names {
 		return plural(int(r.GetMatched()), "dead letter", "dead letters") + ", listed by the caller"
@@ -202,7 +203,7 @@ func (m Model) auditRecordView(h int) string {
 	lines = append(lines, "")
 	label := "activities"
 	for _, a := range r.GetActivities() {
-		field(label, a.GetWorkflowId()+"/"+a.GetActivityId())
+		field(label, activity.EscapeID(a.GetWorkflowId())+"/"+activity.EscapeID(a.GetActivityId()))
 		label = ""
 	}
 	switch n := int64(len(r.GetActivities())); {

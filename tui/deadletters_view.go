@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -27,8 +28,8 @@ var groupColumns = []column{
 func (m Model) deadCells(a *durablev1.PendingActivity) []cell {
 	st := m.styles
 	return []cell{
-		{text: a.GetWorkflowId()},
-		{text: a.GetActivityId() + " " + a.GetActivityType()},
+		{text: activity.EscapeID(a.GetWorkflowId())},
+		{text: activity.EscapeID(a.GetActivityId()) + " " + activity.EscapeID(a.GetActivityType())},
 		{text: fmt.Sprintf("%d/%d", a.GetAttempt(), a.GetMaxAttempts())},
 		{text: failureLine(a.GetLastFailure()), style: &st.Failed},
 		{text: age(m.now, a.GetDeadLetteredTime()), style: &st.Muted},
@@ -40,7 +41,7 @@ func (m Model) groupCells(g *failureGroup) []cell {
 	st := m.styles
 	latest := g.members.At(0)
 	return []cell{
-		{text: g.typ, style: &st.Failed},
+		{text: activity.EscapeID(g.typ), style: &st.Failed},
 		{text: thousands(g.count())},
 		{text: span(m.now.Sub(g.firstSeen())) + " ago", style: &st.Muted},
 		{text: span(m.now.Sub(g.lastSeen())) + " ago", style: &st.Muted},

@@ -45,7 +45,7 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 		}
 	}
 
-	title := fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType())
+	title := fmt.Sprintf("%s / %s %s", activity.EscapeID(a.GetWorkflowId()), activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType()))
 	fin := m.detailFinished()
 	if _, live := m.st.acts[m.detail.key]; !live {
 		if fin != nil {
@@ -72,9 +72,9 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 		state += " · next try " + strings.TrimPrefix(w.countdown+" ", "due now ") + "(" + w.reason + ")"
 	}
 	field("state", state)
-	field("key", a.GetIdempotencyKey())
-	queue := a.GetTaskQueue()
-	if id := a.GetLastWorkerIdentity(); id != "" {
+	field("key", activity.EscapeID(a.GetIdempotencyKey()))
+	queue := activity.EscapeID(a.GetTaskQueue())
+	if id := activity.EscapeID(a.GetLastWorkerIdentity()); id != "" {
 		queue += " · last worker " + id
 	}
 	if a.GetRedrives() > 0 {
@@ -95,7 +95,7 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 	lines = append(lines, "")
 	if f := a.GetLastFailure(); f != nil {
 		msg := strings.Split(strings.TrimRight(f.GetMessage(), "\n"), "\n")
-		head := f.GetType()
+		head := activity.EscapeID(f.GetType())
 		if head != "" && msg[0] != "" {
 			head += ": "
 		}
@@ -162,7 +162,7 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 // activity finished, nil while it is pending.
 func (m Model) attemptLine(r *durablev1.AttemptRecord, fin *durablev1.FinishedActivity) string {
 	s := fmt.Sprintf("#%d", r.GetAttempt())
-	if id := r.GetIdentity(); id != "" {
+	if id := activity.EscapeID(r.GetIdentity()); id != "" {
 		s += " " + id
 	}
 	if t := r.GetStartedTime(); t != nil {

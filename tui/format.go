@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -130,14 +131,14 @@ func failureLine(f *durablev1.Failure) string {
 	if f == nil {
 		return ""
 	}
-	msg := oneLine(f.GetMessage())
+	msg, typ := oneLine(f.GetMessage()), activity.EscapeID(f.GetType())
 	switch {
-	case f.GetType() == "":
+	case typ == "":
 		return msg
 	case msg == "":
-		return f.GetType()
+		return typ
 	}
-	return f.GetType() + ": " + msg
+	return typ + ": " + msg
 }
 
 // oneLine squeezes whitespace runs (newlines included) into single spaces and
@@ -276,7 +277,7 @@ func filterWords(f *durablev1.DeadLetterFilter) string {
 		{"after", stamp(f.GetDeadLetteredAfter())}, {"before", stamp(f.GetDeadLetteredBefore())},
 	} {
 		if p.v != "" {
-			parts = append(parts, p.k+"="+p.v)
+			parts = append(parts, p.k+"="+activity.EscapeID(p.v))
 		}
 	}
 	if len(parts) == 0 {

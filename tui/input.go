@@ -5,6 +5,8 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/tinyllm/durable/activity"
 )
 
 // key routes a key press: the dialog first, then the filter input, then the
@@ -214,11 +216,11 @@ func (m Model) redriveSelected() Model {
 			return m.askGroup(g)
 		}
 		if a := m.selectedActivity(); a != nil {
-			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()), false)
+			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", activity.EscapeID(a.GetWorkflowId()), activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType())), false)
 		}
 	case screenDetail:
 		if a := m.detailActivity(); a != nil && isDead(a) {
-			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType()), false)
+			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", activity.EscapeID(a.GetWorkflowId()), activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType())), false)
 		}
 	}
 	return m

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -12,9 +13,9 @@ import (
 func (m Model) timelineView(h int) string {
 	st := m.styles
 	t := m.timeline
-	title := "workflow " + t.workflowID
+	title := "workflow " + activity.EscapeID(t.workflowID)
 	if w, ok := m.st.wfs[t.workflowID]; ok {
-		title += fmt.Sprintf(" · %s · %s", w.GetWorkflowType(), statusName(w.GetStatus()))
+		title += fmt.Sprintf(" · %s · %s", activity.EscapeID(w.GetWorkflowType()), statusName(w.GetStatus()))
 	}
 	lines := []string{st.Title.Render(title), ""}
 	switch {
@@ -43,20 +44,20 @@ func eventLine(e *durablev1.HistoryEvent, origin time.Time) string {
 }
 
 func eventDetail(e *durablev1.HistoryEvent) string {
-	act := "activity " + e.GetActivityId()
+	act := "activity " + activity.EscapeID(e.GetActivityId())
 	switch e.GetType() {
 	case durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-		return fmt.Sprintf("%s on %s %s", e.GetWorkflowType(), e.GetTaskQueue(), preview(e.GetInput()))
+		return fmt.Sprintf("%s on %s %s", activity.EscapeID(e.GetWorkflowType()), activity.EscapeID(e.GetTaskQueue()), preview(e.GetInput()))
 	case durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 		return "result " + preview(e.GetResult())
 	case durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_FAILED, durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_FAILED:
 		return failureLine(e.GetFailure())
 	case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED, durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-		return e.GetIdentity()
+		return activity.EscapeID(e.GetIdentity())
 	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-		return fmt.Sprintf("%s %s %s", act, e.GetActivityType(), preview(e.GetInput()))
+		return fmt.Sprintf("%s %s %s", act, activity.EscapeID(e.GetActivityType()), preview(e.GetInput()))
 	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_STARTED:
-		return fmt.Sprintf("%s attempt %d by %s", act, e.GetAttempt(), e.GetIdentity())
+		return fmt.Sprintf("%s attempt %d by %s", act, e.GetAttempt(), activity.EscapeID(e.GetIdentity()))
 	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 		return act + " → " + preview(e.GetResult())
 	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_FAILED:
@@ -74,9 +75,9 @@ func eventDetail(e *durablev1.HistoryEvent) string {
 		}
 		return s
 	case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
-		return fmt.Sprintf("timer %s for %s", e.GetTimerId(), shortDur(e.GetTimerDuration().AsDuration()))
+		return fmt.Sprintf("timer %s for %s", activity.EscapeID(e.GetTimerId()), shortDur(e.GetTimerDuration().AsDuration()))
 	case durablev1.EventType_EVENT_TYPE_TIMER_FIRED:
-		return "timer " + e.GetTimerId()
+		return "timer " + activity.EscapeID(e.GetTimerId())
 	}
 	return ""
 }

@@ -5,6 +5,9 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -60,6 +63,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case streamErrMsg:
 		if msg.gen != m.conn.gen {
 			return m, nil
+		}
+		if status.Code(msg.err) == codes.Aborted {
+			return m.resubscribe()
 		}
 		return m.disconnected(msg.err)
 	case reconnectMsg:
@@ -127,6 +133,16 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 		m = m.settle()
 	}
 	return m.clampAll()
+}
+
+// resubscribe watches again at once after the daemon ended the stream
+// because the console fell behind (Aborted): nothing is wrong with the
+// connection, so there is no banner and no backoff; the state on screen
+// stays until the new snapshot replaces it.
+func (m Model) resubscribe() (Model, tea.Cmd) {
+	m.conn.stream = nil
+	m.conn.gen++
+	return m, connectCmd(m.p.Context, m.p.Backend, m.conn.gen)
 }
 
 // disconnected keeps the last state on screen and schedules a reconnection.

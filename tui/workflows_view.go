@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -33,8 +34,8 @@ func (m Model) workflowCells(w *durablev1.WorkflowInfo) []cell {
 		outcome = failureLine(w.GetFailure())
 	}
 	return []cell{
-		{text: w.GetWorkflowId()},
-		{text: w.GetWorkflowType()},
+		{text: activity.EscapeID(w.GetWorkflowId())},
+		{text: activity.EscapeID(w.GetWorkflowType())},
 		{text: statusName(w.GetStatus()), style: &status},
 		{text: fmt.Sprint(w.GetPendingActivities())},
 		{text: dead, style: deadStyle},

@@ -70,7 +70,7 @@ func isCommandsField(field string) bool {
 func describeCommand(c *durablev1.Command) string {
 	switch c.GetType() {
 	case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
-		return fmt.Sprintf("ScheduleActivity of %s, activity id %q", c.GetActivityType(), c.GetActivityId())
+		return fmt.Sprintf("ScheduleActivity of %s, activity id %q", activity.EscapeID(c.GetActivityType()), c.GetActivityId())
 	case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
 		return fmt.Sprintf("StartTimer, timer id %q", c.GetTimerId())
 	case durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW:

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	"github.com/tinyllm/durable/client"
 	"github.com/tinyllm/durable/workflow"
 )
@@ -156,6 +157,11 @@ func (w *Worker) Start() error {
 	}
 	if len(w.workflows) == 0 && len(w.activities) == 0 {
 		return errors.New("worker: nothing registered")
+	}
+	// The daemon refuses every call of an identity that is not a valid
+	// id; say so now rather than poll in vain.
+	if err := activity.CheckID(w.opts.Identity); err != nil {
+		return fmt.Errorf("worker: identity %q %w", w.opts.Identity, err)
 	}
 	w.started = true
 	w.pollCtx, w.stopPoll = context.WithCancel(context.Background())

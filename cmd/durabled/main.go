@@ -35,6 +35,7 @@ type config struct {
 	dlqAfterAttempts    int
 	seed                int64
 	maxPayload          int
+	maxWatchers         int
 	noSync              bool
 	logLevel            slog.Level
 	shutdownTimeout     time.Duration
@@ -197,6 +198,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	cfg.attemptRetention = engine.DefaultAttemptRetention
 	fs.Var(days{&cfg.attemptRetention}, "attempt-retention",
 		"keep finished activities with every attempt and its failure this `long` after they finish (a duration such as 36h, or days such as 7d)")
+	fs.IntVar(&cfg.maxWatchers, "max-watchers", engine.DefaultMaxWatchers,
+		"most Watch streams (consoles, 'wf watch', SDK watchers) open at once; one more is refused with ResourceExhausted. Each may hold 4,096 unread changes; a watcher further behind ends with Aborted and resubscribes")
 	fs.Var(reserveFlag{&cfg.diskReserve}, "disk-reserve",
 		"free space to keep on the data volume, a `SIZE|PERCENT` such as 512MiB or 5%: below it, changes of state are refused until space is back. "+
 			"Default 256MiB, or twice the largest file the store maps when that is more; a lower value risks a crash (SIGBUS) when the disk fills")
@@ -226,6 +229,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		return config{}, errors.New("--data is required: no home directory to default to")
 	case cfg.dlqAfterAttempts < 1 || cfg.dlqAfterAttempts > 10000:
 		return config{}, fmt.Errorf("--dlq-after-attempts must be in [1, 10000], got %d", cfg.dlqAfterAttempts)
+	case cfg.maxWatchers < 1 || cfg.maxWatchers > 100000:
+		return config{}, fmt.Errorf("--max-watchers must be in [1, 100000], got %d", cfg.maxWatchers)
 	case cfg.maxPayload < 1 || cfg.maxPayload > 512<<20:
 		return config{}, fmt.Errorf("--max-payload must be in [1, %d] bytes, got %d", 512<<20, cfg.maxPayload)
 	case cfg.workflowTaskTimeout < 100*time.Millisecond || cfg.workflowTaskTimeout > 24*time.Hour:

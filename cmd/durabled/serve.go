@@ -95,6 +95,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		AuditRetention:      cfg.auditRetention,
 		StatsRetention:      cfg.statsRetention,
 		AttemptRetention:    cfg.attemptRetention,
+		MaxWatchers:         cfg.maxWatchers,
 		Observer:            observer,
 		Logger:              logger.With("component", "engine"),
 		ReadOnly:            roErr,

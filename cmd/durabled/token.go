@@ -12,6 +12,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tinyllm/durable/activity"
 	"github.com/tinyllm/durable/server"
 )
 
@@ -70,6 +71,21 @@ func tokenCommand(args []string, stdout, stderr io.Writer) int {
 	case *queues != "" && *role != string(server.RoleWorker):
 		fmt.Fprintln(stderr, "durabled token: --task-queues limits workers only")
 		return exitUsage
+	}
+	// The entry must load: names and queues follow the rule for ids.
+	if *name != "" {
+		if err := activity.CheckID(*name); err != nil {
+			fmt.Fprintf(stderr, "durabled token: --name %q %v\n", *name, err)
+			return exitUsage
+		}
+	}
+	if *queues != "" {
+		for _, q := range strings.Split(*queues, ",") {
+			if err := activity.CheckID(q); err != nil {
+				fmt.Fprintf(stderr, "durabled token: --task-queues: %q %v\n", q, err)
+				return exitUsage
+			}
+		}
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -98,7 +99,7 @@ func (c *cli) activities(args []string) int {
 	t := table(c.stdout)
 	row(t, "WORKFLOW", "ACTIVITY", "TYPE", "STATE", "ATTEMPT", "NEXT", "LAST FAILURE")
 	for _, a := range acts {
-		row(t, a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType(), activityState(a.GetState()),
+		row(t, activity.EscapeID(a.GetWorkflowId()), activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType()), activityState(a.GetState()),
 			attemptOf(a), next(a, now), dash(cut(failureText(a.GetLastFailure()), 80)))
 	}
 	t.Flush()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -165,7 +166,7 @@ func auditSelection(r *durablev1.AuditRecord) string {
 	if len(acts) == 0 {
 		return "-"
 	}
-	first := acts[0].GetWorkflowId() + "/" + acts[0].GetActivityId()
+	first := activity.EscapeID(acts[0].GetWorkflowId()) + "/" + activity.EscapeID(acts[0].GetActivityId())
 	if r.GetRpc() == "RedriveDeadLetter" || r.GetMatched() == 1 && len(acts) == 1 {
 		return first
 	}

@@ -142,7 +142,7 @@ func printPolicy(w io.Writer, a *durablev1.PendingActivity, o *durablev1.PolicyO
 	if !(factor >= 1) {
 		factor = activity.DefaultBackoff
 	}
-	fmt.Fprintf(w, "Policy in force of %s (%s):\n", a.GetActivityId(), a.GetActivityType())
+	fmt.Fprintf(w, "Policy in force of %s (%s):\n", activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType()))
 	fmt.Fprintf(w, "  %s\n", mark("retry_policy.max_attempts", fmt.Sprintf("max attempts %d", maxAttempts)))
 	fmt.Fprintf(w, "  retry: %s · %s · %s · %s\n",
 		mark("retry_policy.initial_ms", "initial "+human(activity.Backoff(rp, 1))),
@@ -167,9 +167,9 @@ func spanOrNone(d *durationpb.Duration) string {
 // printWorkflow writes a workflow as a key/value block.
 func printWorkflow(w io.Writer, wf *durablev1.WorkflowInfo, now time.Time) {
 	t := table(w)
-	row(t, "Workflow:", wf.GetWorkflowId())
-	row(t, "Type:", wf.GetWorkflowType())
-	row(t, "Task queue:", wf.GetTaskQueue())
+	row(t, "Workflow:", activity.EscapeID(wf.GetWorkflowId()))
+	row(t, "Type:", activity.EscapeID(wf.GetWorkflowType()))
+	row(t, "Task queue:", activity.EscapeID(wf.GetTaskQueue()))
 	row(t, "Status:", workflowStatus(wf.GetStatus()))
 	row(t, "Started:", stampAgo(wf.GetStartTime(), now))
 	if wf.GetCloseTime() != nil {
@@ -196,7 +196,7 @@ func printActivities(w io.Writer, acts []*durablev1.PendingActivity, now time.Ti
 	t := table(w)
 	row(t, "ACTIVITY", "TYPE", "STATE", "ATTEMPT", "NEXT", "LAST FAILURE", "HEARTBEAT", "DETAILS")
 	for _, a := range acts {
-		row(t, a.GetActivityId(), a.GetActivityType(), activityState(a.GetState()),
+		row(t, activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType()), activityState(a.GetState()),
 			attemptOf(a), next(a, now), dash(cut(failureText(a.GetLastFailure()), 50)),
 			heartbeatAge(a, now), dash(preview(a.GetHeartbeatDetails(), 40)))
 	}
@@ -253,7 +253,7 @@ func heartbeatAge(a *durablev1.PendingActivity, now time.Time) string {
 
 // printAttempts writes the last (all if last <= 0) attempts of one activity.
 func printAttempts(w io.Writer, a *durablev1.PendingActivity, last int, now time.Time) {
-	fmt.Fprintf(w, "Attempts of %s (%s), key %s", a.GetActivityId(), a.GetActivityType(), a.GetIdempotencyKey())
+	fmt.Fprintf(w, "Attempts of %s (%s), key %s", activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType()), activity.EscapeID(a.GetIdempotencyKey()))
 	if a.GetRedrives() > 0 {
 		fmt.Fprintf(w, ", redriven %d×", a.GetRedrives())
 	}
@@ -284,7 +284,7 @@ func printAttempts(w io.Writer, a *durablev1.PendingActivity, last int, now time
 		} else if at.GetStartedTime() != nil {
 			took = human(now.Sub(at.GetStartedTime().AsTime())) + " so far"
 		}
-		row(t, "  "+strconv.Itoa(int(at.GetAttempt())), dash(at.GetIdentity()), stamp(at.GetStartedTime(), now), took, outcome)
+		row(t, "  "+strconv.Itoa(int(at.GetAttempt())), dash(activity.EscapeID(at.GetIdentity())), stamp(at.GetStartedTime(), now), took, outcome)
 	}
 	t.Flush()
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -166,7 +167,7 @@ func printLetters(w io.Writer, letters []*durablev1.PendingActivity, now time.Ti
 		if a.GetDeadLetteredTime() != nil {
 			since = relative(a.GetDeadLetteredTime().AsTime(), now)
 		}
-		row(t, a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType(), attemptOf(a), since,
+		row(t, activity.EscapeID(a.GetWorkflowId()), activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType()), attemptOf(a), since,
 			strconv.Itoa(int(a.GetRedrives())), dash(cut(failureText(a.GetLastFailure()), 100)))
 	}
 	t.Flush()

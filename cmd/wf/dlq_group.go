@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	"github.com/tinyllm/durable/client"
 )
 
@@ -55,7 +56,7 @@ func (c *cli) printGroups(groups []client.FailureGroup, letters int) int {
 	row(t, "FINGERPRINT", "COUNT", "TYPE", "MESSAGE", "FIRST", "LAST", "EXAMPLE")
 	for _, g := range groups {
 		row(t, g.Fingerprint, strconv.Itoa(g.Count), dash(g.FailureType), dash(cut(g.Message, 80)),
-			relative(g.First, now), relative(g.Last, now), g.Example.GetWorkflowId()+"/"+g.Example.GetActivityId())
+			relative(g.First, now), relative(g.Last, now), activity.EscapeID(g.Example.GetWorkflowId())+"/"+activity.EscapeID(g.Example.GetActivityId()))
 	}
 	t.Flush()
 	fmt.Fprintf(c.stdout, "%d dead %s in %d %s; 'wf dlq list --fingerprint F' lists one\n",

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -28,7 +29,7 @@ func printFinished(w io.Writer, fins []*durablev1.FinishedActivity, last int, no
 		if len(trail) < total {
 			count += fmt.Sprintf(" (last %d)", len(trail))
 		}
-		head := []string{a.GetActivityId(), a.GetActivityType(), outcomeWord(f.GetOutcome()), relative(f.GetFinishedTime().AsTime(), now), count}
+		head := []string{activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType()), outcomeWord(f.GetOutcome()), relative(f.GetFinishedTime().AsTime(), now), count}
 		if len(trail) == 0 {
 			row(t, append(head, "-", "-", "-", "-", "never started")...)
 			continue
@@ -41,7 +42,7 @@ func printFinished(w io.Writer, fins []*durablev1.FinishedActivity, last int, no
 			if at.GetEndedTime() != nil && at.GetStartedTime() != nil {
 				took = human(at.GetEndedTime().AsTime().Sub(at.GetStartedTime().AsTime()))
 			}
-			row(t, append(head, strconv.Itoa(int(at.GetAttempt())), dash(at.GetIdentity()), stamp(at.GetStartedTime(), now), took, result)...)
+			row(t, append(head, strconv.Itoa(int(at.GetAttempt())), dash(activity.EscapeID(at.GetIdentity())), stamp(at.GetStartedTime(), now), took, result)...)
 		}
 	}
 	t.Flush()

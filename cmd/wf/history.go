@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -58,10 +59,10 @@ func eventDetails(e *durablev1.HistoryEvent) string {
 			parts = append(parts, k+"="+v)
 		}
 	}
-	add("type", e.GetWorkflowType())
-	add("queue", e.GetTaskQueue())
+	add("type", activity.EscapeID(e.GetWorkflowType()))
+	add("queue", activity.EscapeID(e.GetTaskQueue()))
 	if e.GetActivityId() != "" {
-		add("activity", e.GetActivityId()+" "+e.GetActivityType())
+		add("activity", activity.EscapeID(e.GetActivityId())+" "+activity.EscapeID(e.GetActivityType()))
 	}
 	if e.GetAttempt() > 0 {
 		add("attempt", strconv.Itoa(int(e.GetAttempt())))
@@ -81,12 +82,12 @@ func eventDetails(e *durablev1.HistoryEvent) string {
 		}
 	}
 	if e.GetTimerId() != "" {
-		add("timer", e.GetTimerId())
+		add("timer", activity.EscapeID(e.GetTimerId()))
 		if d := e.GetTimerDuration(); d != nil {
 			add("duration", human(d.AsDuration()))
 		}
 	}
-	add("worker", e.GetIdentity())
+	add("worker", activity.EscapeID(e.GetIdentity()))
 	add("input", preview(e.GetInput(), 60))
 	add("result", preview(e.GetResult(), 60))
 	if f := e.GetFailure(); f != nil {

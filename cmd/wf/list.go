@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -71,7 +72,7 @@ func (c *cli) list(args []string) int {
 			}
 			dur = human(end.Sub(start.AsTime()))
 		}
-		row(t, wf.GetWorkflowId(), wf.GetWorkflowType(), workflowStatus(wf.GetStatus()),
+		row(t, activity.EscapeID(wf.GetWorkflowId()), activity.EscapeID(wf.GetWorkflowType()), workflowStatus(wf.GetStatus()),
 			stamp(wf.GetStartTime(), now), dur,
 			strconv.Itoa(int(wf.GetPendingActivities())), strconv.Itoa(int(wf.GetDeadLetters())),
 			strconv.FormatInt(wf.GetHistoryLength(), 10), dash(cut(failureText(wf.GetFailure()), 50)))

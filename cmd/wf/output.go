@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -156,7 +157,7 @@ func failureText(f *durablev1.Failure) string {
 	if f == nil {
 		return ""
 	}
-	s := f.GetType()
+	s := activity.EscapeID(f.GetType())
 	if f.GetMessage() != "" {
 		if s != "" {
 			s += ": "
@@ -214,7 +215,7 @@ func filterText(f *durablev1.DeadLetterFilter) string {
 		{"dead-after", instantText(f.GetDeadLetteredAfter())}, {"dead-before", instantText(f.GetDeadLetteredBefore())},
 	} {
 		if p[1] != "" {
-			parts = append(parts, p[0]+"="+p[1])
+			parts = append(parts, p[0]+"="+activity.EscapeID(p[1]))
 		}
 	}
 	if len(parts) == 0 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -137,11 +138,11 @@ func printOverrides(w io.Writer, list []*durablev1.PolicyOverride, now time.Time
 	t := table(w)
 	row(t, "TYPE", "TASK QUEUE", "OVERRIDES", "BY", "SET", "AUDIT", "REASON")
 	for _, o := range list {
-		queue := o.GetTaskQueue()
+		queue := activity.EscapeID(o.GetTaskQueue())
 		if queue == "" {
 			queue = "(all)"
 		}
-		row(t, o.GetActivityType(), queue, patchText(o.GetPatch()), dash(o.GetPrincipal()),
+		row(t, activity.EscapeID(o.GetActivityType()), queue, patchText(o.GetPatch()), dash(o.GetPrincipal()),
 			ago(o.GetUpdatedTime().AsTime(), now), "#"+fmt.Sprint(o.GetAuditId()), dash(cut(o.GetReason(), 60)))
 	}
 	t.Flush()
@@ -182,7 +183,7 @@ func (c *cli) policyClear(args []string) int {
 // overrideTarget names what an override applies to: "ChargeCard on every
 // task queue", "ChargeCard on task queue eu".
 func overrideTarget(o *durablev1.PolicyOverride) string {
-	return o.GetActivityType() + " on " + queueText(o.GetTaskQueue())
+	return activity.EscapeID(o.GetActivityType()) + " on " + queueText(o.GetTaskQueue())
 }
 
 // queueText names an override's task queue; "" is every queue.
@@ -190,7 +191,7 @@ func queueText(q string) string {
 	if q == "" {
 		return "every task queue"
 	}
-	return "task queue " + q
+	return "task queue " + activity.EscapeID(q)
 }
 
 // ago is how long before now t was, "-" for an unset time.

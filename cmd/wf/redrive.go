@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -146,7 +147,7 @@ func (c *cli) redriveOne(workflowID, activityID string, a redriveArgs) int {
 		with = " with " + patchText(a.edit)
 	}
 	fmt.Fprintf(c.stdout, "redrove %s/%s (%s): queued as attempt %d%s · audit #%d\n",
-		act.GetWorkflowId(), act.GetActivityId(), act.GetActivityType(), act.GetAttempt(), with, resp.GetAuditId())
+		activity.EscapeID(act.GetWorkflowId()), activity.EscapeID(act.GetActivityId()), activity.EscapeID(act.GetActivityType()), act.GetAttempt(), with, resp.GetAuditId())
 	return exitOK
 }
 

@@ -183,7 +183,7 @@ func (c *cli) stats(args []string) int {
 	t := table(c.stdout)
 	row(t, "TYPE", "ATTEMPTS", "FAILURES", "P50", "P95", "P99", "MAX", "SUGGESTED START-TO-CLOSE", "SUGGESTED INITIAL")
 	for _, s := range stats {
-		row(t, s.GetActivityType(), strconv.FormatInt(s.GetAttempts(), 10), strconv.FormatInt(s.GetFailures(), 10),
+		row(t, activity.EscapeID(s.GetActivityType()), strconv.FormatInt(s.GetAttempts(), 10), strconv.FormatInt(s.GetFailures(), 10),
 			dur(s.GetP50()), dur(s.GetP95()), dur(s.GetP99()), dur(s.GetMax()),
 			human(2*s.GetP99().AsDuration()), human(s.GetP95().AsDuration()))
 	}
@@ -194,7 +194,7 @@ func (c *cli) stats(args []string) int {
 	fmt.Fprintln(c.stdout)
 	for _, s := range stats {
 		name := s.GetActivityType()
-		fmt.Fprintf(c.stdout, "Policy of %s: %s\n", name, policies[name].describe(s.GetOptionsInForce() == nil))
+		fmt.Fprintf(c.stdout, "Policy of %s: %s\n", activity.EscapeID(name), policies[name].describe(s.GetOptionsInForce() == nil))
 	}
 	fmt.Fprintln(c.stdout)
 	t = table(c.stdout)

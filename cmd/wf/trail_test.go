@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/engine"
+	"github.com/tinyllm/durable/internal/testdaemon"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -166,7 +168,11 @@ func TestDLQListFilterUsage(t *testing.T) {
 // workflows by state and the other filters, as a table and as JSON.
 func TestActivitiesCommand(t *testing.T) {
 	t.Parallel()
-	addr, c := setup(t)
+	// No jitter: the retry below is due in exactly an hour, so the table
+	// says "retry in" however long the test takes (a full-jitter draw may
+	// come out at a few milliseconds).
+	addr := testdaemon.Start(t, engine.Options{Jitter: func(d time.Duration) time.Duration { return d }})
+	c := dial(t, addr)
 	d := newDriver(t, c, "acts")
 	retry := func(id, typ string) *durablev1.Command {
 		cmd := schedule(id, typ)

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -22,6 +23,10 @@ change. Each activity, workflow, policy override (set or cleared) or audit
 record (a redrive, updated as a bulk one goes) in an event is printed as one
 line, prefixed with the event's time and kind (snapshot, upsert, remove).
 With --json, each event is one JSON object on one line (JSON Lines).
+
+If wf watch falls so far behind that the daemon ends its stream (Aborted:
+it buffers 4,096 changes per watcher), it subscribes again at once and a
+fresh snapshot follows; read it as the first one, the state as it is now.
 
 Examples:
   wf watch
@@ -90,7 +95,7 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 		enumWord(ev.GetKind().String(), "WATCH_EVENT_KIND_"))
 	var lines []string
 	for _, a := range ev.GetActivities() {
-		line := fmt.Sprintf("activity %s/%s %s %s %s %s", a.GetWorkflowId(), a.GetActivityId(), a.GetActivityType(),
+		line := fmt.Sprintf("activity %s/%s %s %s %s %s", activity.EscapeID(a.GetWorkflowId()), activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType()),
 			activityState(a.GetState()), attemptOf(a), next(a, now))
 		if f := failureText(a.GetLastFailure()); f != "" {
 			line += " last failure: " + cut(f, 60)
@@ -104,7 +109,7 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 		lines = append(lines, line)
 	}
 	for _, wf := range ev.GetWorkflows() {
-		line := fmt.Sprintf("workflow %s %s %s pending=%d dead=%d", wf.GetWorkflowId(), wf.GetWorkflowType(),
+		line := fmt.Sprintf("workflow %s %s %s pending=%d dead=%d", activity.EscapeID(wf.GetWorkflowId()), activity.EscapeID(wf.GetWorkflowType()),
 			workflowStatus(wf.GetStatus()), wf.GetPendingActivities(), wf.GetDeadLetters())
 		if f := failureText(wf.GetFailure()); f != "" {
 			line += " failure: " + cut(f, 60)
@@ -112,7 +117,7 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 		lines = append(lines, line)
 	}
 	for _, r := range ev.GetRemoved() {
-		lines = append(lines, fmt.Sprintf("activity %s/%s", r.GetWorkflowId(), r.GetActivityId()))
+		lines = append(lines, fmt.Sprintf("activity %s/%s", activity.EscapeID(r.GetWorkflowId()), activity.EscapeID(r.GetActivityId())))
 	}
 	for _, op := range ev.GetOperations() {
 		lines = append(lines, fmt.Sprintf("operation %s %s %s %s", op.GetId(), opState(op.GetState()), opProgress(op), cut(opSelection(op), 60)))

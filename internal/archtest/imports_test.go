@@ -12,8 +12,8 @@ const module = "github.com/tinyllm/durable/"
 
 // allowed lists, per package (or package prefix ending in "/"), the packages
 // of ours it may import. client, tui, server and the workflow SDK also use
-// activity, the leaf package of error types, the backoff formula and the
-// failure fingerprint, as DESIGN.md's table allows.
+// activity, the leaf package of error types, the backoff formula, the
+// failure fingerprint and the rule for ids, as DESIGN.md's table allows.
 var allowed = map[string][]string{
 	"proto/durable/v1":    {},
 	"activity":            {"proto/durable/v1"},

@@ -58,6 +58,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if spec := os.Getenv(envWatchers); spec != "" {
+		if err := runWatchers(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "bench watchers:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	testdaemon.Cleanup()
 	os.Exit(code)

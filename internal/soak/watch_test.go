@@ -64,6 +64,10 @@ func (m *mirror) subscribe(ctx context.Context) {
 			m.workflows, m.activities, m.operations = snap.workflows, snap.activities, snap.operations
 			m.ready = true
 			m.snapshots++
+			// client.Watch resubscribes by itself when the stream fell
+			// behind: another snapshot may follow on the same channel,
+			// and it replaces this state rather than adding to it.
+			snap = newState()
 		default:
 			if m.ready {
 				(&state{m.workflows, m.activities, m.operations}).apply(ev)

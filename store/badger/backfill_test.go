@@ -79,3 +79,66 @@ func TestStore_OpenBackfillsTheStateIndex(t *testing.T) {
 		t.Errorf("%d state index entries (%v), want %d", stateKeys, err, n+1)
 	}
 }
+
+// TestStore_OpenBackfillsTheWorkflowIndexes: workflow records written before
+// the running and closed indexes existed (here: written raw, without them)
+// get their entries when the store opens, more than one batch of them, and
+// a workflow without a status gets none.
+func TestStore_OpenBackfillsTheWorkflowIndexes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	const n = backfillBatch + 300
+	err := s.db.Update(func(txn *badgerdb.Txn) error {
+		put := func(w *durablev1.WorkflowRecord) error {
+			v, err := proto.Marshal(w)
+			if err != nil {
+				return err
+			}
+			return txn.Set(workflowKey(w.GetInfo().GetWorkflowId()), v)
+		}
+		for i := range n {
+			st := durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED
+			if i%2 == 0 {
+				st = durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING
+			}
+			if err := put(workflowWithStatus(fmt.Sprintf("wf-%04d", i), st, time.Duration(i)*time.Second)); err != nil {
+				return err
+			}
+		}
+		return put(newWorkflow("no-status", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openDir(t, dir)
+	var running, closed int
+	var newest string
+	err = s.View(func(tx engine.Tx) error {
+		if err := tx.RunningWorkflows(func(*durablev1.WorkflowRecord) bool { running++; return true }); err != nil {
+			return err
+		}
+		return tx.ClosedWorkflows(time.Time{}, func(w *durablev1.WorkflowRecord) bool {
+			if closed == 0 {
+				newest = w.GetInfo().GetWorkflowId()
+			}
+			closed++
+			return true
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if running != (n+1)/2 || closed != n/2 {
+		t.Errorf("after reopening: %d running and %d closed in the indexes, want %d and %d", running, closed, (n+1)/2, n/2)
+	}
+	if want := fmt.Sprintf("wf-%04d", n-1); newest != want {
+		t.Errorf("newest closed = %q, want %q (the last to close)", newest, want)
+	}
+	// The raw records have no workflow task, so every index entry they
+	// imply is a status entry: all of them must now be there.
+	checkIndexes(t, s)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
 
@@ -36,9 +37,18 @@ func activityIndexKeys(a *durablev1.ActivityRecord) [][]byte {
 	return keys
 }
 
-// workflowIndexKeys returns the queue and timer keys a workflow record implies.
+// workflowIndexKeys returns the queue, timer and status keys a workflow
+// record implies: a running workflow is in the running index, one that
+// closed in the closed index under its close time.
 func workflowIndexKeys(w *durablev1.WorkflowRecord) [][]byte {
 	var keys [][]byte
+	switch in := w.GetInfo(); in.GetStatus() {
+	case durablev1.WorkflowStatus_WORKFLOW_STATUS_UNSPECIFIED:
+	case durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING:
+		keys = append(keys, workflowRunningKey(in.GetWorkflowId()))
+	default:
+		keys = append(keys, workflowClosedKey(in.GetCloseTime().AsTime(), in.GetWorkflowId()))
+	}
 	if e, ok := engine.WorkflowQueueEntryOf(w); ok {
 		keys = append(keys, queueKey(e))
 	}
@@ -257,4 +267,62 @@ func (t *tx) indexed(workflowID, activityID, index string) (*durablev1.ActivityR
 		return nil, fmt.Errorf("%s index names a missing activity %s/%s: %w", index, workflowID, activityID, errCorrupt)
 	}
 	return a, err
+}
+
+// RunningWorkflows walks the running index in workflow id order.
+func (t *tx) RunningWorkflows(fn func(*durablev1.WorkflowRecord) bool) error {
+	err := t.eachKey([]byte{prefixWorkflowRunning}, nil, func(k []byte) (bool, error) {
+		id, err := decodeWorkflowRunningKey(k)
+		if err != nil {
+			return false, err
+		}
+		w, err := t.indexedWorkflow(id, "running workflow")
+		if err != nil {
+			return false, err
+		}
+		return fn(w), nil
+	})
+	if err != nil {
+		return fmt.Errorf("running workflows: %w", err)
+	}
+	return nil
+}
+
+// ClosedWorkflows walks the closed index backwards from its end, the
+// newest close, and stops at the first workflow that closed before since.
+func (t *tx) ClosedWorkflows(since time.Time, fn func(*durablev1.WorkflowRecord) bool) error {
+	prefix := []byte{prefixWorkflowClosed}
+	stop := appendTime(bytes.Clone(prefix), since)
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix, Reverse: true})
+	defer it.Close()
+	// A reverse iterator seeks to the last key at or before the seek key:
+	// past every close time (none encodes with a leading 0xff), the newest.
+	for it.Seek([]byte{prefixWorkflowClosed, 0xff}); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		if bytes.Compare(k, stop) < 0 {
+			return nil
+		}
+		ref, err := decodeWorkflowClosedKey(k)
+		if err != nil {
+			return fmt.Errorf("closed workflows: %w", err)
+		}
+		w, err := t.indexedWorkflow(ref.workflowID, "closed workflow")
+		if err != nil {
+			return fmt.Errorf("closed workflows: %w", err)
+		}
+		if !fn(w) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// indexedWorkflow reads the workflow an index entry names; as in indexed, a
+// missing record is corruption, not a race.
+func (t *tx) indexedWorkflow(id, index string) (*durablev1.WorkflowRecord, error) {
+	w, err := t.GetWorkflow(id)
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, fmt.Errorf("%s index names a missing workflow %s: %w", index, id, errCorrupt)
+	}
+	return w, err
 }

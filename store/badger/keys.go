@@ -56,6 +56,16 @@ const (
 	// of one state and type, without a scan of workflows. The whole key is
 	// the ActivitiesByState cursor.
 	prefixActivityState byte = 0x13
+	// prefixWorkflowClosed: 0x14 | close_time:t64 | workflow_id:rest →
+	// empty. Every closed workflow under the time it closed, oldest first;
+	// a Watch snapshot reads the newest with a reverse iterator and stops
+	// at the first one closed before its window, so it never reads the
+	// workflows that closed long ago.
+	prefixWorkflowClosed byte = 0x14
+	// prefixWorkflowRunning: 0x15 | workflow_id:rest → empty. Every running
+	// workflow, by id, so that a Watch snapshot reads the running ones
+	// without a scan of every workflow.
+	prefixWorkflowRunning byte = 0x15
 
 	// prefixLatency: 0x20 | activity_type:rest → LatencyRecord, the type's
 	// all-time record: attempts of hours past the stats retention, and the
@@ -250,6 +260,43 @@ func decodeActivityStateKey(k []byte) (activityStateRef, error) {
 		return activityStateRef{}, fmt.Errorf("activity state key %x: %w", k, r.err)
 	}
 	return a, nil
+}
+
+func workflowClosedKey(closed time.Time, workflowID string) []byte {
+	k := appendTime(newKey(prefixWorkflowClosed, 8+len(workflowID)), closed)
+	return append(k, workflowID...)
+}
+
+// workflowClosedRef is what a closed-workflow index key holds.
+type workflowClosedRef struct {
+	closed     time.Time
+	workflowID string
+}
+
+func decodeWorkflowClosedKey(k []byte) (workflowClosedRef, error) {
+	r := keyReader{b: k}
+	r.expect(prefixWorkflowClosed)
+	var w workflowClosedRef
+	w.closed = r.time()
+	w.workflowID = r.rest()
+	if r.err != nil {
+		return workflowClosedRef{}, fmt.Errorf("closed workflow key %x: %w", k, r.err)
+	}
+	return w, nil
+}
+
+func workflowRunningKey(workflowID string) []byte {
+	return append(newKey(prefixWorkflowRunning, len(workflowID)), workflowID...)
+}
+
+func decodeWorkflowRunningKey(k []byte) (string, error) {
+	r := keyReader{b: k}
+	r.expect(prefixWorkflowRunning)
+	id := r.rest()
+	if r.err != nil {
+		return "", fmt.Errorf("running workflow key %x: %w", k, r.err)
+	}
+	return id, nil
 }
 
 // finishedPrefix is the range of one workflow's finished activities.

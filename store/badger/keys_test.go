@@ -106,6 +106,29 @@ func TestFinishedKeys_RoundTrip(t *testing.T) {
 	}
 }
 
+func TestWorkflowStatusKeys_RoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"wf-1", "a/b", "café ü", "x"} {
+		got, err := decodeWorkflowClosedKey(workflowClosedKey(keyT0, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.closed.Equal(keyT0) || got.workflowID != id {
+			t.Errorf("closed key decoded %+v, want %q at %v", got, id, keyT0)
+		}
+		running, err := decodeWorkflowRunningKey(workflowRunningKey(id))
+		if err != nil || running != id {
+			t.Errorf("running key decoded %q, %v, want %q", running, err, id)
+		}
+	}
+	if _, err := decodeWorkflowClosedKey([]byte{prefixWorkflowClosed, 1, 2}); !errors.Is(err, errCorrupt) {
+		t.Errorf("a closed key without its whole time: err = %v, want errCorrupt", err)
+	}
+	if _, err := decodeWorkflowRunningKey(workflowKey("wf")); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeWorkflowRunningKey(workflow key): err = %v, want errCorrupt", err)
+	}
+}
+
 func TestOperationItemKey_RoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, c := range [][2]int64{{1, 0}, {42, 7}, {1 << 40, 1<<62 + 3}} {
@@ -170,7 +193,8 @@ func TestCounterValue_RoundTrip(t *testing.T) {
 
 // TestKeys_SortByValue checks that byte order of each key kind is the order
 // the store promises: due time, then seq (queues); due time (timers); event id
-// (history); dead-lettered time (dead letters); seq (operations), then index
+// (history); dead-lettered time (dead letters); close time, then id (closed
+// workflows); id (workflows, running workflows); seq (operations), then index
 // (work items); hour within a type (latency); queue within a type, every
 // queue first (overrides). Length-prefixed parts sort shorter first, which
 // only groups, never splits, one value's range.
@@ -216,6 +240,14 @@ func TestKeys_SortByValue(t *testing.T) {
 			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "B", "b", "b"),
 			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "AA", "a", "a"),
 			activityStateKey(durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED, "A", "a", "a"),
+		}},
+		{"ClosedWorkflowsByCloseTimeThenID", [][]byte{
+			workflowClosedKey(time.Time{}, "z"), workflowClosedKey(keyT0, "a"), workflowClosedKey(keyT0, "a-1"),
+			workflowClosedKey(keyT0, "b"), workflowClosedKey(keyT0.Add(time.Nanosecond), "a"),
+			workflowClosedKey(keyT0.Add(time.Hour), "0"), workflowClosedKey(time.Unix(0, 1<<62), ""),
+		}},
+		{"RunningWorkflowsByID", [][]byte{
+			workflowRunningKey(""), workflowRunningKey("a"), workflowRunningKey("a-1"), workflowRunningKey("ab"), workflowRunningKey("b"),
 		}},
 		{"FinishedByTime", [][]byte{
 			finishedTimeKey(time.Time{}, "z", "z"), finishedTimeKey(keyT0, "z", "z"),

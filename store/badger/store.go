@@ -105,11 +105,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.sync = newGroupSync(db.Sync)
 	}
 	// Read-only, activities without their state index entry stay out of
-	// ListActivities until a read-write start adds them.
+	// ListActivities, and workflows without their running or closed index
+	// entry out of a Watch snapshot, until a read-write start adds them.
 	if !opts.ReadOnly {
-		if err := s.backfillStateIndex(); err != nil {
-			db.Close()
-			return nil, err
+		for _, backfill := range []func() error{s.backfillStateIndex, s.backfillWorkflowIndexes} {
+			if err := backfill(); err != nil {
+				db.Close()
+				return nil, err
+			}
 		}
 	}
 	if opts.InMemory {

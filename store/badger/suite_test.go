@@ -55,6 +55,8 @@ func runStoreSuite(t *testing.T, open func(t *testing.T) engine.Store, reopen fu
 		{"DeadLettersInSeeksTheTimeRange", testDeadLettersInSeeksTheTimeRange},
 		{"FinishedActivitiesRoundTrip", testFinishedActivitiesRoundTrip},
 		{"FinishedDeleteBefore", testFinishedDeleteBefore},
+		{"WorkflowStatusIndexesFollowTheRecord", testWorkflowStatusIndexesFollowTheRecord},
+		{"ClosedWorkflowsWindow", testClosedWorkflowsWindow},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -241,7 +243,8 @@ func checkIndexes(t *testing.T, s *Store) {
 			var keys [][]byte
 			var err error
 			switch k[0] {
-			case prefixQueue, prefixTimerIndex, prefixDeadLetter, prefixActivityState, prefixFinishedTime:
+			case prefixQueue, prefixTimerIndex, prefixDeadLetter, prefixActivityState, prefixFinishedTime,
+				prefixWorkflowClosed, prefixWorkflowRunning:
 				got[string(k)] = true
 				continue
 			case prefixFinished:

@@ -51,9 +51,11 @@ var (
 //   - activities/s and daemon-cpu-µs/activity over the load.
 //
 // The log shows the resident set every few seconds. Each run is one b.N; with
-// more runs the figures are medians.
+// more runs the figures are medians. -benchtime 3x runs the load four times
+// (the testing package runs b.N = 1 first), so prefer -count for repeats:
+// each run then reports its own line.
 //
-//	go test -run '^$' -bench MemoryLargePayloads -benchtime 1x ./internal/bench
+//	go test -run '^$' -bench MemoryLargePayloads -benchtime 1x -count 3 ./internal/bench
 //	go test -run '^$' -bench MemoryLargePayloads -benchtime 1x ./internal/bench -args -mem.daemon-args='--memory-budget 256MiB' -mem.settle=30s
 func BenchmarkMemoryLargePayloads(b *testing.B) {
 	var runs []memoryRun

@@ -73,6 +73,12 @@ type Engine struct {
 
 	// gate says whether writes are allowed now (gate.go).
 	gate *writeGate
+	// gateRefused and writesSince are what Watch shows of the gate:
+	// whether writes were refused at its last change and since when;
+	// gateShownAt is when watchers last heard of it (gate.go). Guarded by
+	// mu.
+	gateRefused              bool
+	writesSince, gateShownAt time.Time
 }
 
 // New returns an engine over store. It reads the id counter and the earliest
@@ -110,6 +116,7 @@ func New(store Store, opts Options) (*Engine, error) {
 		trailJanitorDone: make(chan struct{}),
 		gate:             newWriteGate(opts.ReadOnly),
 	}
+	e.gateRefused, e.writesSince = opts.ReadOnly != nil, e.now()
 	err := store.View(func(tx Tx) error {
 		n, err := tx.Counter()
 		if err != nil && !errors.Is(err, ErrNotFound) {

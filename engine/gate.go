@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
 // The write gate. Whoever watches the disk (a monitor of free space on the
@@ -155,7 +157,44 @@ func (e *Engine) changeGate(fn func()) (bool, error) {
 	if changed && e.opts.WritesChangedFunc != nil {
 		e.opts.WritesChangedFunc(now)
 	}
+	if changed {
+		e.showGate(now)
+	}
 	return changed, now
+}
+
+// gateShowEvery is how often watchers hear a refusal renewed with fresh
+// figures (the disk monitor renews it at every reading, up to ten times a
+// second); a change between refused and allowed is sent at once.
+const gateShowEvery = 10 * time.Second
+
+// showGate sends watchers the gate's state after a change to err.
+func (e *Engine) showGate(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	switch {
+	case (err != nil) != e.gateRefused:
+		e.gateRefused, e.writesSince = err != nil, now
+	case now.Sub(e.gateShownAt) < gateShowEvery:
+		return
+	}
+	e.gateShownAt = now
+	e.sendLocked([]*durablev1.WatchEvent{{
+		Kind:       durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT,
+		ServerTime: ts(now),
+		Writes:     e.writesStateLocked(err),
+	}})
+}
+
+// writesStateLocked is what Watch shows of the gate, refused with err (nil
+// while writes are allowed).
+func (e *Engine) writesStateLocked(err error) *durablev1.WritesState {
+	st := &durablev1.WritesState{Refused: err != nil, Since: ts(e.writesSince)}
+	if err != nil {
+		st.Reason = err.Error()
+	}
+	return st
 }
 
 // waitWritable blocks while writes are refused; it returns false if the

@@ -189,6 +189,7 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 		if err == nil {
 			registered = true
 			snap.now = ts(e.now())
+			snap.writes = e.writesStateLocked(e.gate.err())
 			snap.overrides = e.overrideTable()
 			snap.running = make(map[int64]bool, len(e.ops))
 			for seq := range e.ops {
@@ -265,6 +266,7 @@ func (e *WatchLimitError) Error() string {
 // from the engine at the same point.
 type watchSnapshot struct {
 	now       *timestamppb.Timestamp
+	writes    *durablev1.WritesState
 	overrides overrideTable
 	running   map[int64]bool // the operations running at the view
 	acts      []*durablev1.PendingActivity
@@ -331,7 +333,7 @@ func (snap *watchSnapshot) send(send func(*durablev1.WatchEvent) error) error {
 			return err
 		}
 	}
-	return send(&durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE, ServerTime: now})
+	return send(&durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE, ServerTime: now, Writes: snap.writes})
 }
 
 // watchOperationsScanned bounds the operation records a snapshot reads

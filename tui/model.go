@@ -81,6 +81,8 @@ type conn struct {
 	stageOps  []*durablev1.Operation
 	// stagePolicy holds the snapshot's policy overrides until it is done.
 	stagePolicy []*durablev1.PolicyOverride
+	// writes is whether the daemon takes changes of state, as last heard.
+	writes *durablev1.WritesState
 }
 
 // list is the cursor of one list screen.

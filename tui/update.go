@@ -129,6 +129,9 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE:
 		m.st.removeActivities(ev.GetRemoved())
 	}
+	if w := ev.GetWrites(); w != nil {
+		m.conn.writes = w
+	}
 	if ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
 		m = m.settle()
 	}

@@ -153,6 +153,8 @@ func (m Model) tabsView(squeeze int) string {
 func (m Model) connLabel() string {
 	addr := m.p.Addr
 	switch {
+	case m.conn.live && m.conn.writes.GetRefused():
+		return "● live, read only " + addr
 	case m.conn.live:
 		return "● live " + addr
 	case !m.conn.synced && m.conn.failures == 0:
@@ -180,14 +182,13 @@ func (m Model) statusView() string {
 		if m.flash.warn {
 			style = st.Warning
 		}
-		lines := strings.Split(ansi.Wrap(m.flash.text, max(m.width, 1), " "), "\n")
-		if len(lines) > 2 {
-			lines = []string{lines[0], lines[1] + " " + strings.Join(lines[2:], " ")}
-		}
-		for i, l := range lines {
-			lines[i] = style.Render(ansi.Truncate(l, m.width, "…"))
-		}
-		return strings.Join(lines, "\n")
+		return m.twoLines(m.flash.text, style)
+	case m.conn.writes.GetRefused():
+		// It stays until the daemon says writes are back: nothing this
+		// console asks to change can happen meanwhile.
+		since := m.conn.writes.GetSince()
+		return m.twoLines("writes refused since "+since.AsTime().UTC().Format("15:04:05 UTC")+" ("+auditAge(m.now, since)+" ago) — "+
+			oneLine(m.conn.writes.GetReason()), st.Warning)
 	case m.job != nil && m.job.bulk:
 		s = st.Progress.Render("starting a redrive of " + plural(len(m.job.refs), "dead letter", "dead letters") + "…")
 	case m.job != nil:
@@ -204,6 +205,19 @@ func (m Model) statusView() string {
 		s = st.Progress.Render(m.opProgressLine(m.statusOp()))
 	}
 	return ansi.Truncate(s, m.width, "…")
+}
+
+// twoLines wraps text to the width in style, in at most two lines, the
+// second cut with an ellipsis.
+func (m Model) twoLines(text string, style lipgloss.Style) string {
+	lines := strings.Split(ansi.Wrap(text, max(m.width, 1), " "), "\n")
+	if len(lines) > 2 {
+		lines = []string{lines[0], lines[1] + " " + strings.Join(lines[2:], " ")}
+	}
+	for i, l := range lines {
+		lines[i] = style.Render(ansi.Truncate(l, m.width, "…"))
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (m Model) bannerText() string {

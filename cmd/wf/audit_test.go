@@ -197,3 +197,27 @@ func TestPrintEvent_Operation(t *testing.T) {
 	}
 	mustContain(t, b.String(), "upsert", "operation op-3 running 120/300 released · 2 skipped · 1 dead again failure-type=Timeout")
 }
+
+func TestPrintEvent_Writes(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	refused := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE,
+		Writes: &durablev1.WritesState{Refused: true, Reason: "not enough disk space: 3 MiB free", Since: timestamppb.Now()}}
+	if err := printEvent(&b, refused); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.String(), "snapshot-done", "writes refused since ", ": not enough disk space: 3 MiB free")
+	b.Reset()
+	// Accepted in a snapshot says nothing; accepted in an upsert is news.
+	if err := printEvent(&b, &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE, Writes: &durablev1.WritesState{}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "writes") {
+		t.Errorf("a snapshot with writes accepted printed %q", b.String())
+	}
+	b.Reset()
+	if err := printEvent(&b, &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT, Writes: &durablev1.WritesState{}}); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.String(), "upsert", "writes accepted again")
+}

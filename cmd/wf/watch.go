@@ -22,6 +22,9 @@ pending activities, dead letters, workflows and policy overrides, then every
 change. Each activity, workflow, policy override (set or cleared) or audit
 record (a redrive, updated as a bulk one goes) in an event is printed as one
 line, prefixed with the event's time and kind (snapshot, upsert, remove).
+While the daemon refuses changes of state (its disk is below the reserve, or
+it started read-only), a line says since when and why; another says when
+writes are accepted again.
 With --json, each event is one JSON object on one line (JSON Lines).
 
 If wf watch falls so far behind that the daemon ends its stream (Aborted:
@@ -136,6 +139,11 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("policy override of %s: %s by %s", overrideTarget(o), patchText(o.GetPatch()), dash(o.GetPrincipal())))
+	}
+	if w := ev.GetWrites(); w.GetRefused() {
+		lines = append(lines, "writes refused since "+w.GetSince().AsTime().Local().Format("15:04:05")+": "+w.GetReason())
+	} else if w != nil && ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT {
+		lines = append(lines, "writes accepted again")
 	}
 	if len(lines) == 0 {
 		lines = []string{""}

@@ -4742,8 +4742,11 @@ type WatchEvent struct {
 	Operations []*Operation `protobuf:"bytes,7,rep,name=operations,proto3" json:"operations,omitempty"`
 	// SNAPSHOT: every override in force; UPSERT: overrides set or cleared.
 	PolicyOverrides []*PolicyOverride `protobuf:"bytes,8,rep,name=policy_overrides,json=policyOverrides,proto3" json:"policy_overrides,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// SNAPSHOT_DONE: whether the daemon takes changes of state; UPSERT: set
+	// only when that changes (a full disk, space back, a failed sync).
+	Writes        *WritesState `protobuf:"bytes,9,opt,name=writes,proto3" json:"writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchEvent) Reset() {
@@ -4832,6 +4835,81 @@ func (x *WatchEvent) GetPolicyOverrides() []*PolicyOverride {
 	return nil
 }
 
+func (x *WatchEvent) GetWrites() *WritesState {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+// WritesState says whether the daemon takes changes of state. While it does
+// not, reads, Watch and polls go on, and polls hand out no work.
+type WritesState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Changes of state are refused: StartWorkflow, completions, heartbeats,
+	// redrives and the rest answer ResourceExhausted (the disk is below its
+	// reserve, or the store was opened read-only on a full disk) or
+	// Unavailable (a sync failed; a restart recovers).
+	Refused bool `protobuf:"varint,1,opt,name=refused,proto3" json:"refused,omitempty"`
+	// Why, and what to do, as the refused calls say it; empty when accepted.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Since when the current state holds, by the daemon's clock.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WritesState) Reset() {
+	*x = WritesState{}
+	mi := &file_durable_v1_durable_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WritesState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WritesState) ProtoMessage() {}
+
+func (x *WritesState) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WritesState.ProtoReflect.Descriptor instead.
+func (*WritesState) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *WritesState) GetRefused() bool {
+	if x != nil {
+		return x.Refused
+	}
+	return false
+}
+
+func (x *WritesState) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WritesState) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 // AuditRecord is one operator action, written in the same transaction as the
 // action itself.
 type AuditRecord struct {
@@ -4872,7 +4950,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_durable_v1_durable_proto_msgTypes[58]
+	mi := &file_durable_v1_durable_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4884,7 +4962,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[58]
+	mi := &file_durable_v1_durable_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4897,7 +4975,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{58}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AuditRecord) GetId() int64 {
@@ -5010,7 +5088,7 @@ type ListAuditRecordsRequest struct {
 
 func (x *ListAuditRecordsRequest) Reset() {
 	*x = ListAuditRecordsRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[59]
+	mi := &file_durable_v1_durable_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5022,7 +5100,7 @@ func (x *ListAuditRecordsRequest) String() string {
 func (*ListAuditRecordsRequest) ProtoMessage() {}
 
 func (x *ListAuditRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[59]
+	mi := &file_durable_v1_durable_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5035,7 +5113,7 @@ func (x *ListAuditRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRecordsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{59}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListAuditRecordsRequest) GetSince() *timestamppb.Timestamp {
@@ -5070,7 +5148,7 @@ type ListAuditRecordsResponse struct {
 
 func (x *ListAuditRecordsResponse) Reset() {
 	*x = ListAuditRecordsResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[60]
+	mi := &file_durable_v1_durable_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5082,7 +5160,7 @@ func (x *ListAuditRecordsResponse) String() string {
 func (*ListAuditRecordsResponse) ProtoMessage() {}
 
 func (x *ListAuditRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[60]
+	mi := &file_durable_v1_durable_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5095,7 +5173,7 @@ func (x *ListAuditRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRecordsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{60}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListAuditRecordsResponse) GetRecords() []*AuditRecord {
@@ -5501,7 +5579,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"workflowId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
 	"activityId\x12#\n" +
-	"\ractivity_type\x18\x03 \x01(\tR\factivityType\"\xdd\x03\n" +
+	"\ractivity_type\x18\x03 \x01(\tR\factivityType\"\x8e\x04\n" +
 	"\n" +
 	"WatchEvent\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.durable.v1.WatchEventKindR\x04kind\x12;\n" +
@@ -5516,7 +5594,12 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\n" +
 	"operations\x18\a \x03(\v2\x15.durable.v1.OperationR\n" +
 	"operations\x12E\n" +
-	"\x10policy_overrides\x18\b \x03(\v2\x1a.durable.v1.PolicyOverrideR\x0fpolicyOverrides\"\xf2\x03\n" +
+	"\x10policy_overrides\x18\b \x03(\v2\x1a.durable.v1.PolicyOverrideR\x0fpolicyOverrides\x12/\n" +
+	"\x06writes\x18\t \x01(\v2\x17.durable.v1.WritesStateR\x06writes\"q\n" +
+	"\vWritesState\x12\x18\n" +
+	"\arefused\x18\x01 \x01(\bR\arefused\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xf2\x03\n" +
 	"\vAuditRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1c\n" +
@@ -5627,7 +5710,7 @@ func file_durable_v1_durable_proto_rawDescGZIP() []byte {
 }
 
 var file_durable_v1_durable_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_durable_v1_durable_proto_goTypes = []any{
 	(EventType)(0),                      // 0: durable.v1.EventType
 	(WorkflowStatus)(0),                 // 1: durable.v1.WorkflowStatus
@@ -5693,76 +5776,77 @@ var file_durable_v1_durable_proto_goTypes = []any{
 	(*WatchRequest)(nil),                // 61: durable.v1.WatchRequest
 	(*ActivityRef)(nil),                 // 62: durable.v1.ActivityRef
 	(*WatchEvent)(nil),                  // 63: durable.v1.WatchEvent
-	(*AuditRecord)(nil),                 // 64: durable.v1.AuditRecord
-	(*ListAuditRecordsRequest)(nil),     // 65: durable.v1.ListAuditRecordsRequest
-	(*ListAuditRecordsResponse)(nil),    // 66: durable.v1.ListAuditRecordsResponse
-	(*durationpb.Duration)(nil),         // 67: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 68: google.protobuf.Timestamp
+	(*WritesState)(nil),                 // 64: durable.v1.WritesState
+	(*AuditRecord)(nil),                 // 65: durable.v1.AuditRecord
+	(*ListAuditRecordsRequest)(nil),     // 66: durable.v1.ListAuditRecordsRequest
+	(*ListAuditRecordsResponse)(nil),    // 67: durable.v1.ListAuditRecordsResponse
+	(*durationpb.Duration)(nil),         // 68: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 69: google.protobuf.Timestamp
 }
 var file_durable_v1_durable_proto_depIdxs = []int32{
-	67,  // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
-	67,  // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
-	67,  // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
-	67,  // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	68,  // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
+	68,  // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
+	68,  // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
+	68,  // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
 	7,   // 4: durable.v1.ActivityOptions.retry_policy:type_name -> durable.v1.RetryPolicy
-	68,  // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	69,  // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
 	0,   // 6: durable.v1.HistoryEvent.type:type_name -> durable.v1.EventType
 	9,   // 7: durable.v1.HistoryEvent.failure:type_name -> durable.v1.Failure
 	8,   // 8: durable.v1.HistoryEvent.activity_options:type_name -> durable.v1.ActivityOptions
-	67,  // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
+	68,  // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
 	41,  // 10: durable.v1.HistoryEvent.edit:type_name -> durable.v1.OptionsPatch
 	1,   // 11: durable.v1.WorkflowInfo.status:type_name -> durable.v1.WorkflowStatus
-	68,  // 12: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
-	68,  // 13: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
+	69,  // 12: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
+	69,  // 13: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
 	9,   // 14: durable.v1.WorkflowInfo.failure:type_name -> durable.v1.Failure
-	68,  // 15: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
-	68,  // 16: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
+	69,  // 15: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
+	69,  // 16: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
 	9,   // 17: durable.v1.AttemptRecord.failure:type_name -> durable.v1.Failure
 	2,   // 18: durable.v1.PendingActivity.state:type_name -> durable.v1.ActivityState
-	68,  // 19: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
-	68,  // 20: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
-	68,  // 21: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
-	68,  // 22: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
+	69,  // 19: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
+	69,  // 20: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
+	69,  // 21: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
+	69,  // 22: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
 	9,   // 23: durable.v1.PendingActivity.last_failure:type_name -> durable.v1.Failure
-	68,  // 24: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	69,  // 24: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
 	8,   // 25: durable.v1.PendingActivity.options:type_name -> durable.v1.ActivityOptions
 	12,  // 26: durable.v1.PendingActivity.attempts:type_name -> durable.v1.AttemptRecord
-	68,  // 27: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
-	68,  // 28: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
+	69,  // 27: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
+	69,  // 28: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
 	8,   // 29: durable.v1.PendingActivity.options_in_force:type_name -> durable.v1.ActivityOptions
 	13,  // 30: durable.v1.FinishedActivity.activity:type_name -> durable.v1.PendingActivity
-	68,  // 31: durable.v1.FinishedActivity.finished_time:type_name -> google.protobuf.Timestamp
+	69,  // 31: durable.v1.FinishedActivity.finished_time:type_name -> google.protobuf.Timestamp
 	10,  // 32: durable.v1.PollWorkflowTaskResponse.history:type_name -> durable.v1.HistoryEvent
 	3,   // 33: durable.v1.Command.type:type_name -> durable.v1.CommandType
 	8,   // 34: durable.v1.Command.activity_options:type_name -> durable.v1.ActivityOptions
-	67,  // 35: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
+	68,  // 35: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
 	9,   // 36: durable.v1.Command.failure:type_name -> durable.v1.Failure
 	18,  // 37: durable.v1.CompleteWorkflowTaskRequest.commands:type_name -> durable.v1.Command
 	9,   // 38: durable.v1.FailWorkflowTaskRequest.failure:type_name -> durable.v1.Failure
-	68,  // 39: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
-	68,  // 40: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
-	68,  // 41: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
-	67,  // 42: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
+	69,  // 39: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
+	69,  // 40: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
+	69,  // 41: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
+	68,  // 42: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
 	22,  // 43: durable.v1.PollActivityTaskResponse.tasks:type_name -> durable.v1.ActivityTask
 	9,   // 44: durable.v1.FailActivityRequest.failure:type_name -> durable.v1.Failure
-	68,  // 45: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	69,  // 45: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
 	11,  // 46: durable.v1.DescribeWorkflowResponse.workflow:type_name -> durable.v1.WorkflowInfo
 	13,  // 47: durable.v1.DescribeWorkflowResponse.pending_activities:type_name -> durable.v1.PendingActivity
 	14,  // 48: durable.v1.DescribeWorkflowResponse.finished_activities:type_name -> durable.v1.FinishedActivity
 	10,  // 49: durable.v1.GetWorkflowHistoryResponse.events:type_name -> durable.v1.HistoryEvent
 	1,   // 50: durable.v1.ListWorkflowsRequest.status:type_name -> durable.v1.WorkflowStatus
 	11,  // 51: durable.v1.ListWorkflowsResponse.workflows:type_name -> durable.v1.WorkflowInfo
-	68,  // 52: durable.v1.ListDeadLettersRequest.dead_lettered_after:type_name -> google.protobuf.Timestamp
-	68,  // 53: durable.v1.ListDeadLettersRequest.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	69,  // 52: durable.v1.ListDeadLettersRequest.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	69,  // 53: durable.v1.ListDeadLettersRequest.dead_lettered_before:type_name -> google.protobuf.Timestamp
 	13,  // 54: durable.v1.ListDeadLettersResponse.dead_letters:type_name -> durable.v1.PendingActivity
 	41,  // 55: durable.v1.RedriveDeadLetterRequest.edit:type_name -> durable.v1.OptionsPatch
 	13,  // 56: durable.v1.RedriveDeadLetterResponse.activity:type_name -> durable.v1.PendingActivity
-	68,  // 57: durable.v1.DeadLetterFilter.dead_lettered_after:type_name -> google.protobuf.Timestamp
-	68,  // 58: durable.v1.DeadLetterFilter.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	69,  // 57: durable.v1.DeadLetterFilter.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	69,  // 58: durable.v1.DeadLetterFilter.dead_lettered_before:type_name -> google.protobuf.Timestamp
 	42,  // 59: durable.v1.OptionsPatch.non_retryable:type_name -> durable.v1.StringList
-	67,  // 60: durable.v1.OptionsPatch.start_to_close_timeout:type_name -> google.protobuf.Duration
-	67,  // 61: durable.v1.OptionsPatch.heartbeat_timeout:type_name -> google.protobuf.Duration
-	67,  // 62: durable.v1.OptionsPatch.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	68,  // 60: durable.v1.OptionsPatch.start_to_close_timeout:type_name -> google.protobuf.Duration
+	68,  // 61: durable.v1.OptionsPatch.heartbeat_timeout:type_name -> google.protobuf.Duration
+	68,  // 62: durable.v1.OptionsPatch.schedule_to_close_timeout:type_name -> google.protobuf.Duration
 	40,  // 63: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
 	62,  // 64: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
 	41,  // 65: durable.v1.RedriveDeadLettersRequest.edit:type_name -> durable.v1.OptionsPatch
@@ -5771,91 +5855,93 @@ var file_durable_v1_durable_proto_depIdxs = []int32{
 	4,   // 68: durable.v1.Operation.state:type_name -> durable.v1.OperationState
 	40,  // 69: durable.v1.Operation.filter:type_name -> durable.v1.DeadLetterFilter
 	41,  // 70: durable.v1.Operation.edit:type_name -> durable.v1.OptionsPatch
-	68,  // 71: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
-	68,  // 72: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
+	69,  // 71: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
+	69,  // 72: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
 	45,  // 73: durable.v1.ListOperationsResponse.operations:type_name -> durable.v1.Operation
 	41,  // 74: durable.v1.PolicyOverride.patch:type_name -> durable.v1.OptionsPatch
-	68,  // 75: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
+	69,  // 75: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
 	41,  // 76: durable.v1.SetPolicyOverrideRequest.patch:type_name -> durable.v1.OptionsPatch
 	50,  // 77: durable.v1.ListPolicyOverridesResponse.overrides:type_name -> durable.v1.PolicyOverride
 	50,  // 78: durable.v1.ClearPolicyOverrideResponse.cleared:type_name -> durable.v1.PolicyOverride
 	2,   // 79: durable.v1.ListActivitiesRequest.state:type_name -> durable.v1.ActivityState
 	13,  // 80: durable.v1.ListActivitiesResponse.activities:type_name -> durable.v1.PendingActivity
-	68,  // 81: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
-	67,  // 82: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
-	67,  // 83: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
-	67,  // 84: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
-	67,  // 85: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
+	69,  // 81: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
+	68,  // 82: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
+	68,  // 83: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
+	68,  // 84: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
+	68,  // 85: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
 	8,   // 86: durable.v1.ActivityTypeStats.options_in_force:type_name -> durable.v1.ActivityOptions
 	59,  // 87: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
 	5,   // 88: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
 	13,  // 89: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
 	11,  // 90: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
 	62,  // 91: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
-	68,  // 92: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
-	64,  // 93: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
+	69,  // 92: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
+	65,  // 93: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
 	45,  // 94: durable.v1.WatchEvent.operations:type_name -> durable.v1.Operation
 	50,  // 95: durable.v1.WatchEvent.policy_overrides:type_name -> durable.v1.PolicyOverride
-	68,  // 96: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
-	40,  // 97: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
-	62,  // 98: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
-	41,  // 99: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
-	50,  // 100: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
-	68,  // 101: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
-	64,  // 102: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
-	16,  // 103: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
-	19,  // 104: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
-	20,  // 105: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
-	21,  // 106: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
-	24,  // 107: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
-	25,  // 108: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
-	26,  // 109: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
-	28,  // 110: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
-	30,  // 111: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
-	32,  // 112: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
-	34,  // 113: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
-	36,  // 114: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
-	38,  // 115: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
-	43,  // 116: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
-	46,  // 117: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
-	47,  // 118: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
-	49,  // 119: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
-	51,  // 120: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
-	52,  // 121: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
-	54,  // 122: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
-	56,  // 123: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
-	58,  // 124: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
-	61,  // 125: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
-	65,  // 126: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
-	17,  // 127: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
-	6,   // 128: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
-	6,   // 129: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
-	23,  // 130: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
-	6,   // 131: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
-	6,   // 132: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
-	27,  // 133: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
-	29,  // 134: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
-	31,  // 135: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
-	33,  // 136: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
-	35,  // 137: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
-	37,  // 138: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
-	39,  // 139: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
-	44,  // 140: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
-	45,  // 141: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
-	48,  // 142: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
-	45,  // 143: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
-	50,  // 144: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
-	53,  // 145: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
-	55,  // 146: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
-	57,  // 147: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
-	60,  // 148: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
-	63,  // 149: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
-	66,  // 150: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
-	127, // [127:151] is the sub-list for method output_type
-	103, // [103:127] is the sub-list for method input_type
-	103, // [103:103] is the sub-list for extension type_name
-	103, // [103:103] is the sub-list for extension extendee
-	0,   // [0:103] is the sub-list for field type_name
+	64,  // 96: durable.v1.WatchEvent.writes:type_name -> durable.v1.WritesState
+	69,  // 97: durable.v1.WritesState.since:type_name -> google.protobuf.Timestamp
+	69,  // 98: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	40,  // 99: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
+	62,  // 100: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
+	41,  // 101: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
+	50,  // 102: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
+	69,  // 103: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
+	65,  // 104: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
+	16,  // 105: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
+	19,  // 106: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
+	20,  // 107: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
+	21,  // 108: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
+	24,  // 109: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
+	25,  // 110: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
+	26,  // 111: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
+	28,  // 112: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
+	30,  // 113: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
+	32,  // 114: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
+	34,  // 115: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
+	36,  // 116: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
+	38,  // 117: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
+	43,  // 118: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
+	46,  // 119: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
+	47,  // 120: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
+	49,  // 121: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
+	51,  // 122: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
+	52,  // 123: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
+	54,  // 124: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
+	56,  // 125: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
+	58,  // 126: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
+	61,  // 127: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
+	66,  // 128: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
+	17,  // 129: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
+	6,   // 130: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
+	6,   // 131: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
+	23,  // 132: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
+	6,   // 133: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
+	6,   // 134: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
+	27,  // 135: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
+	29,  // 136: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
+	31,  // 137: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
+	33,  // 138: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
+	35,  // 139: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
+	37,  // 140: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
+	39,  // 141: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
+	44,  // 142: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
+	45,  // 143: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
+	48,  // 144: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
+	45,  // 145: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
+	50,  // 146: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
+	53,  // 147: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
+	55,  // 148: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
+	57,  // 149: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
+	60,  // 150: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
+	63,  // 151: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
+	67,  // 152: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
+	129, // [129:153] is the sub-list for method output_type
+	105, // [105:129] is the sub-list for method input_type
+	105, // [105:105] is the sub-list for extension type_name
+	105, // [105:105] is the sub-list for extension extendee
+	0,   // [0:105] is the sub-list for field type_name
 }
 
 func init() { file_durable_v1_durable_proto_init() }
@@ -5870,7 +5956,7 @@ func file_durable_v1_durable_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_durable_v1_durable_proto_rawDesc), len(file_durable_v1_durable_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   61,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

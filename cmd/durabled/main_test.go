@@ -130,7 +130,11 @@ func TestFlags(t *testing.T) {
 	}{
 		{"Help", []string{"--help"}, exitOK, []string{"-listen", "-data", "-dlq-after-attempts", "-seed", "-max-payload", "-no-sync", "-log-level", "-shutdown-timeout", "trade", "SIGTERM",
 			"-tls-cert", "-tls-key", "-tls-client-ca", "-auth", "-insecure", "-reflection", "-metrics-listen", "-audit-retention", "-attempt-retention",
-			"-stats-retention", "SIGHUP", "durabled token", "-disk-reserve", "ResourceExhausted", "-max-watchers", "(default 256)", "Aborted"}},
+			"-stats-retention", "SIGHUP", "durabled token", "-disk-reserve", "ResourceExhausted", "-max-watchers", "(default 256)", "Aborted",
+			"-memory-budget", "default 256 MiB", "Not bounded", "384MiB"}},
+		{"MemoryBudgetTooSmall", []string{"--memory-budget", "32MiB"}, exitUsage, []string{"--memory-budget 32 MiB is too small", "at least 64 MiB"}},
+		{"MemoryBudgetNotASize", []string{"--memory-budget", "lots"}, exitUsage, []string{"-memory-budget", "256MiB, 1GiB or 500MB", `"lots"`}},
+		{"MemoryBudgetAShare", []string{"--memory-budget", "5%"}, exitUsage, []string{"-memory-budget", "256MiB, 1GiB or 500MB"}},
 		{"ZeroWatchers", []string{"--max-watchers", "0"}, exitUsage, []string{"--max-watchers"}},
 		{"BadDiskReserve", []string{"--disk-reserve", "lots"}, exitUsage, []string{"-disk-reserve", "256MiB", "5%"}},
 		{"DiskReserveOfAllTheVolume", []string{"--disk-reserve", "100%"}, exitUsage, []string{"-disk-reserve"}},

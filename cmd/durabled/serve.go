@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -37,6 +38,13 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	if err := os.MkdirAll(cfg.data, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
+	mem, err := badgerstore.MemoryFor(cfg.memoryBudget)
+	if err != nil {
+		return err
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(mem.GoLimit)
+	}
 	var metrics *server.Metrics
 	var observer engine.Observer
 	if cfg.metricsListen != "" {
@@ -46,6 +54,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	storeOpts := badgerstore.Options{
 		NoSync: cfg.noSync,
 		Logger: logger.With("component", "badger"),
+		Memory: mem,
 	}
 	disk := checkDiskAtStart(cfg, storeOpts, metrics, logger)
 	roErr := disk.readOnly
@@ -147,7 +156,8 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	ds := disk.mon.Status()
 	logger.Info("listening", "addr", lis.Addr().String(), "data", cfg.data, "no_sync", cfg.noSync,
 		"tls", cfg.tlsCert != "", "mtls", tr.mtls, "auth", cfg.auth != "", "principals", principals,
-		"disk_free", ds.Free, "disk_reserve", ds.Reserve, "read_only", roErr != nil)
+		"disk_free", ds.Free, "disk_reserve", ds.Reserve, "read_only", roErr != nil,
+		"memory_budget", mem.Budget, "go_memory_limit", debug.SetMemoryLimit(-1))
 
 	select {
 	case <-ctx.Done():

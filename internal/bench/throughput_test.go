@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -40,6 +41,7 @@ const (
 	envFailOnce     = "DURABLE_BENCH_FAIL_ONCE" // "1": every first attempt fails
 	envCA           = "DURABLE_BENCH_TLS_CA"    // the CA file of a TLS daemon
 	envToken        = "DURABLE_BENCH_TOKEN"     // the worker's bearer token
+	envInput        = "DURABLE_BENCH_INPUT"     // bytes of random input each activity is scheduled with
 	concurrency     = 32                        // activities running at once in the worker
 	pollBatch       = 8                         // tasks one activity poll may carry
 	workflowPollers = 16                        // workflow task pollers in the worker
@@ -49,7 +51,8 @@ const (
 
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(envWorker); addr != "" {
-		if err := runWorker(addr, os.Getenv(envFailOnce) == "1", os.Getenv(envCA), os.Getenv(envToken)); err != nil {
+		input, _ := strconv.Atoi(os.Getenv(envInput))
+		if err := runWorker(addr, os.Getenv(envFailOnce) == "1", os.Getenv(envCA), os.Getenv(envToken), input); err != nil {
 			fmt.Fprintln(os.Stderr, "bench worker:", err)
 			os.Exit(1)
 		}
@@ -230,9 +233,10 @@ func startDaemon(b *testing.B, s setup) *daemon {
 }
 
 // runWorker is the worker process: activity pollers that complete (or fail
-// once) each task, and workflow pollers that fan out perWorkflow activities
-// and complete the workflow when all of them have completed.
-func runWorker(addr string, failOnce bool, caFile, token string) error {
+// once) each task, and workflow pollers that fan out as many activities as
+// the workflow's input says, each with input bytes of random input, and
+// complete the workflow when all of them have completed.
+func runWorker(addr string, failOnce bool, caFile, token string, input int) error {
 	d := &daemon{addr: addr, caFile: caFile, tokens: map[string]string{"worker": token}}
 	cl, err := d.dial("worker")
 	if err != nil {
@@ -246,7 +250,7 @@ func runWorker(addr string, failOnce bool, caFile, token string) error {
 		wg.Go(func() { errs <- activityLoop(ctx, c, failOnce) })
 	}
 	for range workflowPollers {
-		wg.Go(func() { errs <- workflowLoop(ctx, c) })
+		wg.Go(func() { errs <- workflowLoop(ctx, c, input) })
 	}
 	return <-errs
 }
@@ -279,7 +283,7 @@ func activityLoop(ctx context.Context, c durablev1.DurableClient, failOnce bool)
 	}
 }
 
-func workflowLoop(ctx context.Context, c durablev1.DurableClient) error {
+func workflowLoop(ctx context.Context, c durablev1.DurableClient, input int) error {
 	opts := &durablev1.ActivityOptions{
 		StartToCloseTimeout: durationpb.New(time.Minute),
 		RetryPolicy:         &durablev1.RetryPolicy{InitialMs: 1, MaxIntervalMs: 10},
@@ -306,8 +310,18 @@ func workflowLoop(ctx context.Context, c durablev1.DurableClient) error {
 		var cmds []*durablev1.Command
 		switch {
 		case scheduled == 0:
+			// Random bytes, so that the store's compression cannot make
+			// the payloads smaller than they are in real use.
+			var seed [32]byte
+			copy(seed[:], r.GetWorkflowId())
+			rng := rand.NewChaCha8(seed)
 			for i := range want {
-				cmds = append(cmds, &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: strconv.Itoa(i + 1), ActivityType: "Work", ActivityOptions: opts})
+				var in []byte
+				if input > 0 {
+					in = make([]byte, input)
+					rng.Read(in)
+				}
+				cmds = append(cmds, &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: strconv.Itoa(i + 1), ActivityType: "Work", Input: in, ActivityOptions: opts})
 			}
 		case completed == want:
 			cmds = append(cmds, &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW})

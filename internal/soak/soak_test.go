@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/tinyllm/durable/demo/sink"
 	"github.com/tinyllm/durable/internal/testdaemon"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	badgerstore "github.com/tinyllm/durable/store/badger"
 	"github.com/tinyllm/durable/worker"
 )
 
@@ -50,17 +52,27 @@ type plan struct {
 	settle time.Duration
 }
 
-// rssLimit bounds durabled's resident set at every moment of the run.
-// durabled has no memory budget flag yet: the bound is fixed, about twice
-// the peak of a ten-minute run. Once it has one, pass it in daemonArgs and
-// derive the bound from it.
-const rssLimit = 512 << 20
+// memoryBudget is durabled's --memory-budget in the soak: the default,
+// given explicitly so that the bound below follows it.
+const memoryBudget = badgerstore.DefaultMemoryBudget
+
+// rssLimit bounds durabled's resident set at every moment of the run: what
+// the store promises for the budget (Memory.ResidentCeiling, 384 MiB for
+// the default), which holds while requests in flight and the queues of
+// waiting activities fit in the budget's heap, as the soak's do.
+var rssLimit = func() int64 {
+	mem, err := badgerstore.MemoryFor(memoryBudget)
+	if err != nil {
+		panic(err)
+	}
+	return mem.ResidentCeiling()
+}()
 
 // daemonArgs are durabled's flags (on disk, fsync on: the defaults).
 // Workflow tasks whose answer is lost in a restart come back after 5 s rather
 // than 10.
 func daemonArgs() []string {
-	return []string{"--workflow-task-timeout", "5s"}
+	return []string{"--workflow-task-timeout", "5s", "--memory-budget", strconv.FormatInt(memoryBudget, 10)}
 }
 
 // minUptime is the least time durabled serves between two kills, so that

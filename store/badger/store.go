@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -22,6 +23,10 @@ type Options struct {
 	NoSync bool
 	// Logger receives Badger's own warnings and errors; nil discards them.
 	Logger *slog.Logger
+	// Memory is how the store spends memory (see MemoryFor); the zero
+	// value means MemoryFor(DefaultMemoryBudget). An in-memory store
+	// ignores it.
+	Memory Memory
 	// WroteFunc, when set, hears after each commit how many bytes of
 	// records it wrote (keys and values, before Badger's own overhead), so
 	// that a watcher of free space can look again before a burst of writes
@@ -32,6 +37,22 @@ type Options struct {
 	// could not back (see OpenReadOnly). Update then fails with
 	// engine.ErrWritesRefused.
 	ReadOnly bool
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
+}
+
+// memory is o.Memory, or the default budget's when it is the zero value.
+func (o Options) memory() Memory {
+	if o.Memory == (Memory{}) {
+		mem, _ := MemoryFor(DefaultMemoryBudget)
+		return mem
+	}
+	return o.Memory
 }
 
 // maxConflictAttempts bounds how often Update re-runs a transaction that lost
@@ -49,6 +70,12 @@ type Store struct {
 	sync     *groupSync      // nil when Sync is a no-op
 	// maxRecord bounds one encoded record (see maxRecordSize).
 	maxRecord int
+
+	// stopPageOut stops the page-out of the mapped logs; stopGC closes
+	// to stop the value-log garbage collection, which closes gcDone.
+	stopPageOut func()
+	stopGC      chan struct{}
+	gcDone      chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -77,50 +104,37 @@ func Open(dir string, opts Options) (*Store, error) {
 	if !opts.InMemory && !opts.NoSync && !opts.ReadOnly {
 		s.sync = newGroupSync(db.Sync)
 	}
-	if opts.ReadOnly {
-		// Activities without their state index entry stay out of
-		// ListActivities, and workflows without their running or closed
-		// index entry out of a Watch snapshot, until a read-write start
-		// adds them.
-		return s, nil
-	}
-	for _, backfill := range []func() error{s.backfillStateIndex, s.backfillWorkflowIndexes} {
-		if err := backfill(); err != nil {
-			db.Close()
-			return nil, err
+	// Read-only, activities without their state index entry stay out of
+	// ListActivities, and workflows without their running or closed index
+	// entry out of a Watch snapshot, until a read-write start adds them.
+	if !opts.ReadOnly {
+		for _, backfill := range []func() error{s.backfillStateIndex, s.backfillWorkflowIndexes} {
+			if err := backfill(); err != nil {
+				db.Close()
+				return nil, err
+			}
 		}
 	}
-	return s, nil
-}
-
-// badgerOptions are the Badger options Open uses for opts.
-func badgerOptions(dir string, opts Options) badgerdb.Options {
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	bo := badgerdb.DefaultOptions(dir)
 	if opts.InMemory {
-		bo = badgerdb.DefaultOptions("").WithInMemory(true)
+		return s, nil
 	}
-	bo = bo.
-		// Commits reach the write-ahead log without fsync; Sync (group commit)
-		// makes them durable. This is what keeps many writers fast.
-		WithSyncWrites(false).
-		// Not WithLoggingLevel: it replaces the logger with Badger's own,
-		// which writes to stderr past --log-level; slogLogger drops Badger's
-		// chatter below WARNING itself.
-		WithLogger(slogLogger{logger}).
-		WithMetricsEnabled(false).
-		// Sized for a small daemon: a 64 MiB memtable allows ~9.6 MiB per
-		// transaction (Badger's limit is 15% of it).
-		WithMemTableSize(64 << 20).
-		WithNumMemtables(3).
-		WithValueLogFileSize(64 << 20).
-		WithBlockCacheSize(32 << 20).
-		WithNumCompactors(2).
-		WithReadOnly(opts.ReadOnly && !opts.InMemory)
-	return bo
+	// The kernel names mapped files by their resolved path.
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("resolve data directory: %w", err)
+	}
+	s.stopPageOut = startPageOut(abs, opts.memory().MappedLogs, opts.logger())
+	s.stopGC, s.gcDone = make(chan struct{}), make(chan struct{})
+	if opts.ReadOnly {
+		close(s.gcDone) // nothing is written, so nothing becomes garbage
+	} else {
+		go collectValueLog(db, opts.logger(), s.stopGC, s.gcDone)
+	}
+	return s, nil
 }
 
 // Update runs fn in one read-write transaction and commits it when fn returns
@@ -170,6 +184,11 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.sync != nil {
 			s.sync.close()
+		}
+		if s.stopGC != nil {
+			close(s.stopGC)
+			<-s.gcDone
+			s.stopPageOut()
 		}
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("close badger store: %w", err)

@@ -41,7 +41,7 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 				return false, next, nil
 			}
 			var tasks []*durablev1.ActivityTask
-			err := e.update(func(tx Tx, c *change) error {
+			err := e.lease(func(tx Tx, c *change) error {
 				tasks = tasks[:0]
 				for _, q := range taken {
 					t, err := e.leaseActivity(tx, c, q, req.GetIdentity(), now)

@@ -36,7 +36,7 @@ type Actor struct {
 }
 
 // auditNote is an audit record a transition wrote: it goes to watchers once
-// committed, and to the log when log is set.
+// published, and to the log when log is set.
 type auditNote struct {
 	rec *durablev1.AuditRecord
 	log bool

@@ -7,13 +7,66 @@ import (
 // maxBatch bounds how many transitions share one store transaction.
 const maxBatch = 256
 
+// What a committed transition changed reaches the world outside the store
+// (published) only once the store has synced it: its queue entries are
+// pushed to the queue heaps and wake parked polls, its timers are set, the
+// callers waiting for a workflow to close are told, watchers hear it, metrics
+// and the audit log count it. So no worker is handed a task, and no watcher
+// or waiting client shown a state, that a crash of the machine could take
+// back. Two things do not wait for the disk:
+//
+//   - A lease hand-out (a poll taking a task) is answered at commit, and what
+//     it changed (the attempt started, its lease timer) is published at once,
+//     or after the sync of a change before it in its batch. A lease lost in a
+//     crash is a redelivery, which the idempotency key covers; waiting for
+//     the disk would add an fsync to every poll.
+//   - Reads (describe, lists, a Watch snapshot) read the store, which holds
+//     committed transitions: they may show one that the sync under way has
+//     not finished.
+//
+// A change that shows nothing outside the engine (a janitor's deletes, a
+// timer found stale, timers alone: a timer only starts a transition, which is
+// published after its own sync) needs no sync and is published at commit.
+// A sync that fails publishes nothing of what it covered: writes are refused
+// from then on (gate.go), and the restart that lifts the refusal rebuilds
+// the queues and timers from what the store recovered.
+//
+// Publishing runs on the batcher's goroutine between batches and takes only
+// the engine's mutex, which no one holds while waiting for the batcher.
+
+// requestKind says when a transition is answered and when what it changed is
+// published.
+type requestKind uint8
+
+const (
+	// kindCommit: acknowledged to a caller as durable. Answered after the
+	// sync that covers it, once its change is published.
+	kindCommit requestKind = iota
+	// kindUpdate: acknowledged to nobody (timers firing, janitors, the
+	// releaser's bookkeeping). Its change is published after a sync when it
+	// shows anything, at commit otherwise; it is answered once published,
+	// so whoever fires a timer and then polls sees what the timer did.
+	kindUpdate
+	// kindLease: a lease hand-out. Answered at commit; published at once,
+	// or after the sync of a change before it in its batch.
+	kindLease
+)
+
 // request is one state transition waiting for the batcher.
 type request struct {
-	fn func(tx Tx, c *change) error
-	// durable requests are answered only after the store synced them.
-	durable bool
-	err     error
-	done    chan struct{}
+	fn     func(tx Tx, c *change) error
+	kind   requestKind
+	change *change // what it changed, once committed
+	err    error
+	done   chan struct{}
+}
+
+// waits reports whether the request is answered only after a sync.
+func (r *request) waits() bool {
+	if r.err != nil || r.change == nil {
+		return false
+	}
+	return r.kind == kindCommit || r.kind == kindUpdate && r.change.shown()
 }
 
 // errAbortBatch makes the store discard a batch in which one transition
@@ -23,15 +76,20 @@ var errAbortBatch = errors.New("abort batch")
 // update runs fn as a state transition: it is applied by the batcher, in one
 // store transaction with whatever other transitions are waiting, in the order
 // they arrived, each seeing the writes of those before it. It returns fn's
-// error, or the store's. It does not wait for the disk.
-func (e *Engine) update(fn func(tx Tx, c *change) error) error { return e.submit(fn, false) }
+// error, or the store's, once what fn changed is published: after a sync if
+// it shows anything outside the engine.
+func (e *Engine) update(fn func(tx Tx, c *change) error) error { return e.submit(fn, kindUpdate) }
 
-// commit is update that returns only once the transition is on disk: the
-// caller may acknowledge after it.
-func (e *Engine) commit(fn func(tx Tx, c *change) error) error { return e.submit(fn, true) }
+// commit is update that always returns after a sync: the caller may
+// acknowledge after it.
+func (e *Engine) commit(fn func(tx Tx, c *change) error) error { return e.submit(fn, kindCommit) }
 
-func (e *Engine) submit(fn func(tx Tx, c *change) error, durable bool) error {
-	r := &request{fn: fn, durable: durable, done: make(chan struct{})}
+// lease is update for a lease hand-out: it returns at commit, without
+// waiting for the disk.
+func (e *Engine) lease(fn func(tx Tx, c *change) error) error { return e.submit(fn, kindLease) }
+
+func (e *Engine) submit(fn func(tx Tx, c *change) error, kind requestKind) error {
+	r := &request{fn: fn, kind: kind, done: make(chan struct{})}
 	select {
 	case e.requests <- r:
 	case <-e.closeCh:
@@ -48,7 +106,7 @@ func (e *Engine) submit(fn func(tx Tx, c *change) error, durable bool) error {
 // the sync, between batches: Badger's sync holds a lock its writer needs, so
 // a sync running beside the writes would stall every commit behind it, while
 // in turn the transitions that arrive during a sync make the next batch, and
-// the batches grow with the load.
+// the batches grow with the load (group commit).
 func (e *Engine) batcher() {
 	defer close(e.batcherDone)
 	for {
@@ -69,36 +127,90 @@ func (e *Engine) batcher() {
 			}
 		}
 		e.apply(batch)
-		e.answer(batch)
+		e.finish(batch)
 	}
 }
 
-// answer wakes the callers of a batch: at once those that failed or need no
-// sync, after one shared sync the others.
-func (e *Engine) answer(batch []*request) {
-	durable := false
-	for _, r := range batch {
-		if r.durable && r.err == nil {
-			durable = true
+// finish publishes what a committed batch changed and answers its callers.
+// Changes are published in commit order. Those before the first change that
+// waits for a sync go at once, and so do the failed transitions and the
+// leases and updates that need no sync; the rest go after one shared sync.
+// When that sync fails, nothing more is published: the changes may not be on
+// disk, the write gate closes until a restart recovers the store from its
+// log (gate.go), and the callers that waited for the sync get the refusal.
+func (e *Engine) finish(batch []*request) {
+	defer e.releasePublishing()
+	i := 0
+	for i < len(batch) && !batch[i].waits() {
+		i++
+	}
+	e.publish(changesOf(batch[:i]))
+	for _, r := range batch[:i] {
+		close(r.done)
+	}
+	var pending []*change
+	var waiting []*request
+	for _, r := range batch[i:] {
+		if r.change != nil {
+			pending = append(pending, r.change)
+		}
+		if r.waits() {
+			waiting = append(waiting, r)
 			continue
 		}
 		close(r.done)
 	}
-	if !durable {
+	if len(pending) == 0 {
 		return
 	}
 	began := e.now()
 	err := e.store.Sync()
 	if err == nil {
 		e.opts.Observer.Synced(e.now().Sub(began))
+		e.publish(pending)
 	} else {
 		err = e.syncFailed(err)
 	}
+	for _, r := range waiting {
+		r.err = err
+		close(r.done)
+	}
+}
+
+// releasePublishing lets Watch fix its view again, once the batch that
+// took publishing (try) is published or never will be.
+func (e *Engine) releasePublishing() {
+	if e.publishHeld {
+		e.publishHeld = false
+		e.publishing.Unlock()
+	}
+}
+
+func changesOf(batch []*request) []*change {
+	var out []*change
 	for _, r := range batch {
-		if r.durable && r.err == nil {
-			r.err = err
-			close(r.done)
+		if r.change != nil {
+			out = append(out, r.change)
 		}
+	}
+	return out
+}
+
+// publish makes committed changes visible, in order: to polls, timers,
+// close waiters and watchers under the mutex, then to the Observer and the
+// audit log.
+func (e *Engine) publish(changes []*change) {
+	if len(changes) == 0 {
+		return
+	}
+	e.mu.Lock()
+	for _, c := range changes {
+		e.publishChangeLocked(c)
+	}
+	e.mu.Unlock()
+	for _, c := range changes {
+		report(e.opts.Observer, c)
+		e.logAudits(c)
 	}
 }
 
@@ -146,28 +258,31 @@ func (e *Engine) apply(batch []*request) {
 
 // try runs the batch in one store transaction. Transitions run only on the
 // batcher's goroutine, so what they touch of the engine (the id sequence, the
-// jitter generator) needs no lock; the mutex is taken only to publish the
-// committed changes, so polls are not held up by the store's commit. It returns how many
-// transitions were applied: all of them with a nil error, or none, with
-// errAbortBatch when the transition at the returned index failed (its error is
-// in its request) or with the store's error when the commit failed.
+// jitter generator) needs no lock. It returns how many transitions were
+// applied: all of them with a nil error (each request then holds its change,
+// for finish to publish), or none, with errAbortBatch when the transition at
+// the returned index failed (its error is in its request) or with the store's
+// error when the commit failed.
 func (e *Engine) try(batch []*request) (int, error) {
 	changes := make([]*change, len(batch))
 	failed := -1
 	began := e.now()
-	// From the commit to the publication, no Watch may fix its view: it
-	// would see the batch in its snapshot and again as events.
-	locked := false
+	// From the commit until finish has published the batch, no Watch may
+	// fix its view: it would see the batch in its snapshot and again as
+	// events. The lock is taken once per batch, by the first try that
+	// commits (apply may commit part of a batch, then the rest), and
+	// finish releases it.
+	heldBefore, committed := e.publishHeld, false
 	defer func() {
-		if locked {
-			e.publishing.Unlock()
+		if !committed && !heldBefore {
+			e.releasePublishing()
 		}
 	}()
 	err := e.store.Update(func(tx Tx) error {
-		if !locked {
+		if !e.publishHeld {
 			defer func() {
 				e.publishing.Lock()
-				locked = true
+				e.publishHeld = true
 			}()
 		}
 		seqUsed := false
@@ -192,18 +307,10 @@ func (e *Engine) try(batch []*request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	took := e.now().Sub(began)
-	e.mu.Lock()
-	for _, c := range changes {
-		e.afterCommitLocked(c)
+	committed = true
+	for i, r := range batch {
+		r.change = changes[i]
 	}
-	e.mu.Unlock()
-	e.publishing.Unlock()
-	locked = false
-	e.opts.Observer.BatchCommitted(len(batch), took)
-	for _, c := range changes {
-		report(e.opts.Observer, c)
-		e.logAudits(c)
-	}
+	e.opts.Observer.BatchCommitted(len(batch), e.now().Sub(began))
 	return len(batch), nil
 }

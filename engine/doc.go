@@ -21,7 +21,8 @@
 //   - timers.go: what happens when a lease, a budget or a workflow timer runs
 //     out.
 //   - batch.go: how transitions reach the store: one goroutine applies them in
-//     batches, one store transaction per batch, then syncs. gate.go: the
+//     batches, one store transaction per batch, then syncs, and only then
+//     publishes what they changed (queues, timers, watchers). gate.go: the
 //     write gate, closed while the disk is short of space (or for good after
 //     a failed sync, or on a read-only store): changes of state are refused,
 //     polls hand out nothing, timers and janitors wait, reads go on.

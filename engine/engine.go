@@ -15,9 +15,10 @@ import (
 // applied by one goroutine, the batcher (batch.go), inside a store
 // transaction it shares with the transitions waiting beside it; an RPC that
 // changes state answers only after a Sync has made its transaction durable,
-// while lease hand-outs are answered without waiting for the disk (a lost
-// lease is only a redelivery). The mutex guards the in-memory indexes, the
-// parked polls and the watchers.
+// and what a transition changed is published (handed to polls, timers and
+// watchers) only after that Sync too, while lease hand-outs are answered
+// without waiting for the disk (a lost lease is only a redelivery). The
+// mutex guards the in-memory indexes, the parked polls and the watchers.
 type Engine struct {
 	store Store
 	opts  Options
@@ -29,15 +30,20 @@ type Engine struct {
 	seq int64
 
 	// firing is held while a batch of due timers is popped and fired, so
-	// that whoever fires timers next sees that batch committed (timers.go).
+	// that whoever fires timers next sees that batch published (timers.go).
 	firing sync.Mutex
 
 	// publishing is held by the batcher from just before a batch commits
-	// until its changes are published, and by a Watch while it fixes the
-	// store view of its snapshot and registers: so a snapshot's view holds
-	// exactly the changes published before the watcher could hear of later
-	// ones (watch.go). It is never held while the store is read.
+	// until its changes are published (after its sync, so a Watch that
+	// opens waits for at most the sync under way), and by a Watch while it
+	// fixes the store view of its snapshot and registers: so a snapshot's
+	// view holds exactly the changes published before the watcher could
+	// hear of later ones (watch.go). It is never held while the store is
+	// read.
 	publishing sync.Mutex
+	// publishHeld says whether the batcher holds publishing; only the
+	// batcher reads or sets it (batch.go).
+	publishHeld bool
 
 	mu          sync.Mutex
 	closed      bool
@@ -177,7 +183,7 @@ func (e *Engine) Close() error {
 }
 
 // change collects what a transaction did that the world outside the store
-// must hear about once it commits.
+// must hear about once it is published (see batch.go).
 type change struct {
 	entries    []QueueEntry             // new queue entries
 	timers     []Timer                  // new or moved timers
@@ -205,7 +211,19 @@ func (c *change) dropTimers(workflowID, activityID string) {
 	c.gone = append(c.gone, &durablev1.ActivityRef{WorkflowId: workflowID, ActivityId: activityID})
 }
 
-func (e *Engine) afterCommitLocked(c *change) {
+// shown reports whether the change shows anything outside the engine that
+// a crash could take back: a task for the polls, a state for watchers and
+// metrics, a closed workflow, an operator action. Timers alone show nothing.
+func (c *change) shown() bool {
+	return len(c.entries) > 0 || len(c.gone) > 0 || len(c.activities) > 0 || len(c.removed) > 0 ||
+		len(c.workflows) > 0 || len(c.closed) > 0 || len(c.moves) > 0 || len(c.observed) > 0 ||
+		len(c.audits) > 0 || len(c.operations) > 0 || len(c.overrides) > 0
+}
+
+// publishChangeLocked makes a committed change visible: its queue entries to
+// polls (waking those parked), its timers, the overrides in force, the
+// activity counts, the callers waiting for a workflow to close, watchers.
+func (e *Engine) publishChangeLocked(c *change) {
 	e.applyOverridesLocked(c.overrides)
 	var ready map[queueKey]int
 	for _, q := range c.entries {

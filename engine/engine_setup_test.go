@@ -24,9 +24,19 @@ type harness struct {
 // jitter switched off unless opts says otherwise.
 func setup(t *testing.T, opts engine.Options) *harness {
 	t.Helper()
-	st, err := badgerstore.Open("", badgerstore.Options{InMemory: true})
+	return setupOn(t, opts, nil)
+}
+
+// setupOn is setup with the in-memory store seen through wrap, when given.
+func setupOn(t *testing.T, opts engine.Options, wrap func(engine.Store) engine.Store) *harness {
+	t.Helper()
+	mem, err := badgerstore.Open("", badgerstore.Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var st engine.Store = mem
+	if wrap != nil {
+		st = wrap(mem)
 	}
 	clock := engine.NewFakeClock(t0)
 	opts.Clock = clock

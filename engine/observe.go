@@ -3,10 +3,10 @@ package engine
 import "time"
 
 // Observer hears what the engine does, for metrics. The engine reports a
-// transition only once its transaction has committed, from the batcher's
-// goroutine and outside the engine's locks; methods must be quick, must not
-// block and must not call back into the engine. Options.Observer defaults to
-// one that does nothing.
+// transition only once it is published (after the sync that made it
+// durable, see batch.go), from the batcher's goroutine and outside the
+// engine's locks; methods must be quick, must not block and must not call
+// back into the engine. Options.Observer defaults to one that does nothing.
 type Observer interface {
 	// AttemptStarted: an attempt was leased to a worker, waited after it
 	// became due (the schedule-to-start latency; for attempt > 1, how late
@@ -63,7 +63,7 @@ func (nopObserver) BatchCommitted(int, time.Duration)                 {}
 func (nopObserver) Synced(time.Duration)                              {}
 
 // observation is one thing a transition did that the Observer hears about
-// after the commit.
+// once the change is published.
 type observation struct {
 	kind         observationKind
 	activityType string
@@ -85,7 +85,7 @@ const (
 
 func (c *change) observe(o observation) { c.observed = append(c.observed, o) }
 
-// report hands a committed change's observations to o.
+// report hands a published change's observations to o.
 func report(o Observer, c *change) {
 	for _, ob := range c.observed {
 		switch ob.kind {

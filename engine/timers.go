@@ -46,13 +46,15 @@ func (e *Engine) timerLoop() {
 
 // fireDue handles every timer due now: expired leases become retryable
 // timeout failures, budgets that ran out dead-letter, workflow timers fire.
-// Timer effects are not synced: after a crash they are derived again from the
-// records and fire again. When it returns, every timer due when it was called
-// has fired and its effects are committed, whoever popped it: a batch popped
-// by another caller (the timer loop, say) is waited for, so a poll or a read
-// that fires due timers first never misses what one of them did. While
-// writes are refused it fires nothing and returns the refusal: reads and
-// polls go on with the state as it is.
+// Nobody is told that a timer fired, but what it did (a retry queued, say) is
+// published only after a sync, like any change a crash could take back; a
+// timer whose effects a crash does take back is derived again from the
+// records and fires again. When it returns, every timer due when it was
+// called has fired and its effects are published, whoever popped it: a batch
+// popped by another caller (the timer loop, say) is waited for, so a poll or
+// a read that fires due timers first never misses what one of them did.
+// While writes are refused it fires nothing and returns the refusal: reads
+// and polls go on with the state as it is.
 func (e *Engine) fireDue() error {
 	for {
 		if done, err := e.fireBatch(); done || err != nil {
@@ -62,7 +64,8 @@ func (e *Engine) fireDue() error {
 }
 
 // fireBatch fires up to timerBatch due timers in one transaction; done is
-// true when none was due. firing is held from the pop to the commit.
+// true when none was due. firing is held from the pop until the effects are
+// published.
 func (e *Engine) fireBatch() (done bool, err error) {
 	e.firing.Lock()
 	defer e.firing.Unlock()

@@ -131,7 +131,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 			}
 			got := false
 			var startedID int64
-			err := e.update(func(tx Tx, c *change) error {
+			err := e.lease(func(tx Tx, c *change) error {
 				w, err := tx.GetWorkflow(taken[0].WorkflowID)
 				if errors.Is(err, ErrNotFound) {
 					return nil

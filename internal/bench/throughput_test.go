@@ -89,6 +89,7 @@ type setup struct {
 	failOnce bool
 	secure   bool // TLS and bearer-token auth
 	metrics  bool
+	observer engine.Observer // hears the engine when metrics are off
 }
 
 func benchThroughput(b *testing.B, s setup) {
@@ -181,7 +182,7 @@ func startDaemon(b *testing.B, s setup) *daemon {
 		b.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	var eopts engine.Options
+	eopts := engine.Options{Observer: s.observer}
 	sopts := server.Options{Logger: logger}
 	if s.metrics {
 		sopts.Metrics = server.NewMetrics()

@@ -15,8 +15,9 @@ import (
 	badgerstore "github.com/tinyllm/durable/store/badger"
 )
 
-// faultStore is a store whose next commit or sync fails with an error the
-// test chooses; it counts the commits that reached it.
+// faultStore is a store whose next commit that writes a workflow, or next
+// sync, fails with an error the test chooses; it counts the commits that
+// reached it.
 type faultStore struct {
 	engine.Store
 	mu        sync.Mutex
@@ -37,20 +38,39 @@ func (s *faultStore) commits() int {
 func (s *faultStore) Update(fn func(engine.Tx) error) error {
 	s.mu.Lock()
 	injected := s.updateErr
-	s.updateErr = nil
 	s.updates++
 	s.mu.Unlock()
 	if injected == nil {
 		return s.Store.Update(fn)
 	}
-	// The transitions run, then the commit fails: the transaction is
-	// discarded, as a store discards one it could not write.
+	// Only a transaction that writes a workflow fails (the janitors' own
+	// commits at start pass): its transitions run, then the commit fails
+	// and the transaction is discarded, as a store discards one it could
+	// not write.
 	return s.Store.Update(func(tx engine.Tx) error {
-		if err := fn(tx); err != nil {
+		wtx := &workflowWriteTx{Tx: tx}
+		if err := fn(wtx); err != nil || !wtx.wrote {
 			return err
 		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.updateErr == nil {
+			return nil
+		}
+		s.updateErr = nil
 		return injected
 	})
+}
+
+// workflowWriteTx notes whether a transaction wrote a workflow record.
+type workflowWriteTx struct {
+	engine.Tx
+	wrote bool
+}
+
+func (t *workflowWriteTx) PutWorkflow(w *durablev1.WorkflowRecord) error {
+	t.wrote = true
+	return t.Tx.PutWorkflow(w)
 }
 
 func (s *faultStore) Sync() error {

@@ -1,0 +1,434 @@
+package client
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tinyllm/durable/activity"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// Selection picks activities by the words an operator types, the same words
+// with the same meaning in wf (--select) and in the console's filter bar:
+//
+//	type:Timeout        the last failure's type, exactly (not HeartbeatTimeout)
+//	fp:3f2a9c1b7d4e     the last failure's fingerprint (wf dlq list --group)
+//	act:ChargeCard      the activity type, exactly
+//	wf:order-42         the workflow id, exactly; wf:order-* every id starting "order-"
+//	queue:payments      the task queue, exactly
+//	state:dead          scheduled, running, retrying or dead
+//	attempt>=3          at attempt 3 or later
+//	nopoller            due for more than NoPollerAfter and taken by no worker
+//	dead>=2026-12-01T06:00:00Z   dead-lettered at or after a time (RFC 3339)
+//	dead<2026-12-01T07:00:00Z    dead-lettered before a time
+//	anything else       text found in the workflow id, activity id or activity
+//	                    type, ignoring case: for looking, not for acting on
+//
+// Words are ANDed. Every field but the free text matches exactly and
+// case-sensitively, as the daemon's filters do, so a selection that the
+// daemon can apply (DeadLetterFilter, ListActivities) selects there exactly
+// what Matches selects here. The zero Selection selects everything.
+type Selection struct {
+	// FailureType is the type of the activity's last failure.
+	FailureType string
+	// Fingerprint is the fingerprint of the last failure
+	// (activity.Fingerprint).
+	Fingerprint  string
+	ActivityType string
+	// WorkflowID is one workflow; WorkflowPrefix every workflow whose id
+	// starts with it. At most one of the two is set.
+	WorkflowID     string
+	WorkflowPrefix string
+	TaskQueue      string
+	// State is one state; unspecified means any.
+	State durablev1.ActivityState
+	// MinAttempt leaves out activities at an earlier attempt.
+	MinAttempt int32
+	// NoPoller keeps only activities that are due and that no worker has
+	// taken for more than NoPollerAfter: a queue nobody polls, or one whose
+	// workers are all busy. It depends on the time, so the daemon cannot
+	// apply it; it is checked on the activities it returns.
+	NoPoller bool
+	// DeadAfter and DeadBefore, when set, keep only letters dead-lettered
+	// at or after DeadAfter and before DeadBefore.
+	DeadAfter, DeadBefore time.Time
+	// Text holds free words, lower-cased: each must be a substring of the
+	// workflow id, the activity id or the activity type.
+	Text []string
+}
+
+// NoPollerAfter is how long a due activity may sit in its queue before it
+// counts as waiting on a worker that does not come (the nopoller word).
+const NoPollerAfter = 2 * time.Second
+
+// maxSelectionAttempt bounds attempt>=N, as wf's --min-attempt always has.
+const maxSelectionAttempt = 10000
+
+// SelectionError is a word Parse could not read.
+type SelectionError struct {
+	// Word is the word as typed.
+	Word string
+	// Reason says what is wrong with it and what would be right.
+	Reason string
+}
+
+func (e *SelectionError) Error() string { return fmt.Sprintf("%q: %s", e.Word, e.Reason) }
+
+// stateWords are the words of state:, in the order they are listed.
+var stateWords = []struct {
+	word  string
+	state durablev1.ActivityState
+}{
+	{"scheduled", durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED},
+	{"running", durablev1.ActivityState_ACTIVITY_STATE_STARTED},
+	{"retrying", durablev1.ActivityState_ACTIVITY_STATE_RETRYING},
+	{"dead", durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED},
+}
+
+// stateAliases are other names state: takes.
+var stateAliases = map[string]durablev1.ActivityState{
+	"started":       durablev1.ActivityState_ACTIVITY_STATE_STARTED,
+	"dead-lettered": durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED,
+}
+
+// keyAliases are the longer names of the keys, read as the short ones.
+var keyAliases = map[string]string{
+	"type": "type", "fail": "type", "failure": "type", "failure-type": "type",
+	"fp": "fp", "fingerprint": "fp",
+	"act": "act", "activity": "act", "activity-type": "act",
+	"wf": "wf", "workflow": "wf",
+	"queue": "queue", "task-queue": "queue",
+	"state": "state",
+}
+
+// StateWord is the word state: takes for s ("dead"), empty for unspecified.
+func StateWord(s durablev1.ActivityState) string {
+	for _, w := range stateWords {
+		if w.state == s {
+			return w.word
+		}
+	}
+	return ""
+}
+
+// ParseState reads a state word: scheduled, running (started), retrying or
+// dead (dead-lettered).
+func ParseState(word string) (durablev1.ActivityState, bool) {
+	for _, w := range stateWords {
+		if w.word == word {
+			return w.state, true
+		}
+	}
+	s, ok := stateAliases[word]
+	return s, ok
+}
+
+// ParseSelection reads a selection from the words of text (see Selection).
+// An error names the first word it could not read.
+func ParseSelection(text string) (Selection, error) {
+	var s Selection
+	for _, w := range strings.Fields(text) {
+		if err := s.add(w); err != nil {
+			return Selection{}, err
+		}
+	}
+	return s, nil
+}
+
+// add reads one word into s.
+func (s *Selection) add(w string) error {
+	bad := func(format string, args ...any) error {
+		return &SelectionError{Word: w, Reason: fmt.Sprintf(format, args...)}
+	}
+	lw := strings.ToLower(w)
+	switch {
+	case lw == "nopoller" || lw == "no-poller":
+		s.NoPoller = true
+		return nil
+	case strings.HasPrefix(lw, "attempt>="):
+		n, err := strconv.Atoi(w[len("attempt>="):])
+		if err != nil || n < 1 || n > maxSelectionAttempt {
+			return bad("want attempt>=N with N from 1 to %d", maxSelectionAttempt)
+		}
+		if s.MinAttempt != 0 {
+			return bad("attempt>= is given twice")
+		}
+		s.MinAttempt = int32(n)
+		return nil
+	case strings.HasPrefix(lw, "attempt"):
+		return bad("want attempt>=N: only at-least is supported")
+	case strings.HasPrefix(lw, "dead>=") || strings.HasPrefix(lw, "dead<"):
+		after := strings.HasPrefix(lw, "dead>=")
+		v := strings.TrimPrefix(strings.TrimPrefix(w, "dead>="), "dead<")
+		at, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return bad("want an RFC 3339 time, as in dead>=2026-12-01T06:00:00Z")
+		}
+		bound := &s.DeadBefore
+		if after {
+			bound = &s.DeadAfter
+		}
+		if !bound.IsZero() {
+			return bad("the bound is given twice")
+		}
+		*bound = at.UTC()
+		if !s.DeadAfter.IsZero() && !s.DeadBefore.IsZero() && !s.DeadBefore.After(s.DeadAfter) {
+			return bad("dead< must be later than dead>=")
+		}
+		return nil
+	}
+	k, v, ok := strings.Cut(w, ":")
+	if !ok {
+		s.Text = append(s.Text, lw)
+		return nil
+	}
+	key, known := keyAliases[strings.ToLower(k)]
+	if !known {
+		return bad("unknown key %s: want type:, fp:, act:, wf:, queue:, state:, attempt>=N or nopoller", k+":")
+	}
+	if v == "" {
+		return bad("%s: needs a value", key)
+	}
+	if err := activity.CheckID(v); err != nil {
+		return bad("the value %v", err)
+	}
+	if key != "wf" && strings.HasSuffix(v, "*") {
+		return bad("%s: matches exactly; only wf: takes a trailing * (a prefix)", key)
+	}
+	twice := func(old string) error {
+		if old != "" {
+			return bad("%s: is already %s:%s; words are ANDed, so two values select nothing", key, key, old)
+		}
+		return nil
+	}
+	switch key {
+	case "type":
+		if err := twice(s.FailureType); err != nil {
+			return err
+		}
+		s.FailureType = v
+	case "fp":
+		if err := twice(s.Fingerprint); err != nil {
+			return err
+		}
+		if !isFingerprint(v) {
+			return bad("a fingerprint is %d lower-case hex digits (the first column of wf dlq list --group)", activity.FingerprintLen)
+		}
+		s.Fingerprint = v
+	case "act":
+		if err := twice(s.ActivityType); err != nil {
+			return err
+		}
+		s.ActivityType = v
+	case "wf":
+		if err := twice(s.WorkflowID + s.WorkflowPrefix); err != nil {
+			return err
+		}
+		if p, ok := strings.CutSuffix(v, "*"); ok {
+			if p == "" || strings.Contains(p, "*") {
+				return bad("wf: takes an id, or a prefix followed by one *")
+			}
+			s.WorkflowPrefix = p
+		} else {
+			s.WorkflowID = v
+		}
+	case "queue":
+		if err := twice(s.TaskQueue); err != nil {
+			return err
+		}
+		s.TaskQueue = v
+	case "state":
+		if err := twice(StateWord(s.State)); err != nil {
+			return err
+		}
+		st, ok := ParseState(strings.ToLower(v))
+		if !ok {
+			return bad("want state:scheduled, state:running, state:retrying or state:dead")
+		}
+		s.State = st
+	}
+	return nil
+}
+
+func isFingerprint(v string) bool {
+	if len(v) != activity.FingerprintLen {
+		return false
+	}
+	for _, r := range v {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// String is the selection in canonical words, in a fixed order, which
+// ParseSelection reads back as the same selection; empty for the zero one.
+func (s Selection) String() string {
+	var parts []string
+	add := func(key, v string) {
+		if v != "" {
+			parts = append(parts, key+":"+v)
+		}
+	}
+	add("type", s.FailureType)
+	add("fp", s.Fingerprint)
+	add("act", s.ActivityType)
+	add("wf", s.WorkflowID)
+	if s.WorkflowPrefix != "" {
+		add("wf", s.WorkflowPrefix+"*")
+	}
+	add("queue", s.TaskQueue)
+	add("state", StateWord(s.State))
+	if s.MinAttempt > 0 {
+		parts = append(parts, fmt.Sprintf("attempt>=%d", s.MinAttempt))
+	}
+	if s.NoPoller {
+		parts = append(parts, "nopoller")
+	}
+	if !s.DeadAfter.IsZero() {
+		parts = append(parts, "dead>="+s.DeadAfter.UTC().Format(time.RFC3339Nano))
+	}
+	if !s.DeadBefore.IsZero() {
+		parts = append(parts, "dead<"+s.DeadBefore.UTC().Format(time.RFC3339Nano))
+	}
+	parts = append(parts, s.Text...)
+	return strings.Join(parts, " ")
+}
+
+// IsZero reports whether s selects everything.
+func (s Selection) IsZero() bool { return s.String() == "" }
+
+// HasText reports whether s has free words, which match by substring: fine
+// for looking, so a bulk action on such a selection must say so.
+func (s Selection) HasText() bool { return len(s.Text) > 0 }
+
+// Matches reports whether a passes every word of s, with the time now for
+// nopoller.
+func (s Selection) Matches(a *durablev1.PendingActivity) bool {
+	return s.MatchesAt(a, time.Now())
+}
+
+// MatchesAt is Matches at the time now, for a console that renders from its
+// own clock.
+func (s Selection) MatchesAt(a *durablev1.PendingActivity, now time.Time) bool {
+	switch {
+	case s.FailureType != "" && a.GetLastFailure().GetType() != s.FailureType:
+		return false
+	case s.Fingerprint != "" && FingerprintOf(a) != s.Fingerprint:
+		return false
+	case s.ActivityType != "" && a.GetActivityType() != s.ActivityType:
+		return false
+	case s.WorkflowID != "" && a.GetWorkflowId() != s.WorkflowID:
+		return false
+	case s.WorkflowPrefix != "" && !strings.HasPrefix(a.GetWorkflowId(), s.WorkflowPrefix):
+		return false
+	case s.TaskQueue != "" && a.GetTaskQueue() != s.TaskQueue:
+		return false
+	case s.State != durablev1.ActivityState_ACTIVITY_STATE_UNSPECIFIED && a.GetState() != s.State:
+		return false
+	case a.GetAttempt() < s.MinAttempt:
+		return false
+	case s.NoPoller && !WaitsOnPoller(a, now):
+		return false
+	case !s.DeadAfter.IsZero() && (a.GetDeadLetteredTime() == nil || a.GetDeadLetteredTime().AsTime().Before(s.DeadAfter)):
+		return false
+	case !s.DeadBefore.IsZero() && (a.GetDeadLetteredTime() == nil || !a.GetDeadLetteredTime().AsTime().Before(s.DeadBefore)):
+		return false
+	}
+	for _, t := range s.Text {
+		if !containsFold(a.GetWorkflowId(), t) && !containsFold(a.GetActivityId(), t) && !containsFold(a.GetActivityType(), t) {
+			return false
+		}
+	}
+	return true
+}
+
+// FingerprintOf is the fingerprint of a's last failure: the one the daemon
+// sent, or computed as the daemon computes it.
+func FingerprintOf(a *durablev1.PendingActivity) string {
+	if fp := a.GetFailureFingerprint(); fp != "" || a.GetLastFailure() == nil {
+		return fp
+	}
+	return activity.Fingerprint(a.GetLastFailure())
+}
+
+// WaitsOnPoller reports whether a has been due for more than NoPollerAfter
+// at now without a worker taking it: scheduled, or retrying with its
+// backoff over.
+func WaitsOnPoller(a *durablev1.PendingActivity, now time.Time) bool {
+	switch a.GetState() {
+	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
+	default:
+		return false
+	}
+	due := a.GetNextAttemptTime()
+	if due == nil {
+		due = a.GetScheduledTime()
+	}
+	return due != nil && now.Sub(due.AsTime()) > NoPollerAfter
+}
+
+// containsFold reports whether lowerSub (lower-case) is in s, ignoring case.
+func containsFold(s, lowerSub string) bool {
+	return strings.Contains(strings.ToLower(s), lowerSub)
+}
+
+// DeadLetterFilter is the daemon's filter for the letters s selects, and
+// whether the daemon selects with it exactly what s does (exact). When not
+// exact the filter selects more (words the daemon has no field for: a
+// workflow prefix, a queue, an attempt, free text), and the letters it
+// returns must be narrowed with Matches. Call ForDeadLetters first.
+func (s Selection) DeadLetterFilter() (f *durablev1.DeadLetterFilter, exact bool) {
+	f = &durablev1.DeadLetterFilter{
+		WorkflowId: s.WorkflowID, ActivityType: s.ActivityType,
+		FailureType: s.FailureType, FailureFingerprint: s.Fingerprint,
+		DeadLetteredAfter: timestamp(s.DeadAfter), DeadLetteredBefore: timestamp(s.DeadBefore),
+	}
+	exact = s.WorkflowPrefix == "" && s.TaskQueue == "" && s.MinAttempt == 0 && !s.NoPoller && len(s.Text) == 0
+	return f, exact
+}
+
+// ForDeadLetters reports words that can select no dead letter: a state
+// other than dead, and nopoller (a letter waits for a redrive, not a
+// worker).
+func (s Selection) ForDeadLetters() error {
+	if s.State != durablev1.ActivityState_ACTIVITY_STATE_UNSPECIFIED && s.State != durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED {
+		return &SelectionError{Word: "state:" + StateWord(s.State), Reason: "dead letters are all state:dead"}
+	}
+	if s.NoPoller {
+		return &SelectionError{Word: "nopoller", Reason: "a dead letter waits for a redrive, not for a worker"}
+	}
+	return nil
+}
+
+// ListActivitiesRequest is the daemon's query for the activities s selects,
+// and whether the daemon selects with it exactly what s does (exact); when
+// not, narrow what it returns with Matches.
+func (s Selection) ListActivitiesRequest() (req *durablev1.ListActivitiesRequest, exact bool) {
+	req = &durablev1.ListActivitiesRequest{
+		State: s.State, MinAttempt: s.MinAttempt, FailureType: s.FailureType, FailureFingerprint: s.Fingerprint,
+		ActivityType: s.ActivityType, TaskQueue: s.TaskQueue,
+	}
+	exact = s.WorkflowID == "" && s.WorkflowPrefix == "" && !s.NoPoller && len(s.Text) == 0 &&
+		s.DeadAfter.IsZero() && s.DeadBefore.IsZero()
+	return req, exact
+}
+
+// SelectionOfFilter is the selection a daemon filter makes, for showing an
+// operation's or an audit record's filter in the same words.
+func SelectionOfFilter(f *durablev1.DeadLetterFilter) Selection {
+	s := Selection{
+		WorkflowID: f.GetWorkflowId(), ActivityType: f.GetActivityType(),
+		FailureType: f.GetFailureType(), Fingerprint: f.GetFailureFingerprint(),
+	}
+	if t := f.GetDeadLetteredAfter(); t != nil {
+		s.DeadAfter = t.AsTime()
+	}
+	if t := f.GetDeadLetteredBefore(); t != nil {
+		s.DeadBefore = t.AsTime()
+	}
+	return s
+}

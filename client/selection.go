@@ -432,3 +432,47 @@ func SelectionOfFilter(f *durablev1.DeadLetterFilter) Selection {
 	}
 	return s
 }
+
+// ForWorkflows reports words that are about activities, which a list of
+// workflows cannot apply: it takes wf:, type: (the workflow's failure),
+// queue: and free text.
+func (s Selection) ForWorkflows() error {
+	for _, w := range []struct {
+		set  bool
+		word string
+	}{
+		{s.Fingerprint != "", "fp:" + s.Fingerprint},
+		{s.ActivityType != "", "act:" + s.ActivityType},
+		{s.State != durablev1.ActivityState_ACTIVITY_STATE_UNSPECIFIED, "state:" + StateWord(s.State)},
+		{s.MinAttempt > 0, fmt.Sprintf("attempt>=%d", s.MinAttempt)},
+		{s.NoPoller, "nopoller"},
+		{!s.DeadAfter.IsZero() || !s.DeadBefore.IsZero(), "dead>= or dead<"},
+	} {
+		if w.set {
+			return &SelectionError{Word: w.word, Reason: "selects activities; workflows take wf:, type: (their failure), queue: and text"}
+		}
+	}
+	return nil
+}
+
+// MatchesWorkflow reports whether w passes the words of s that apply to a
+// workflow (see ForWorkflows): wf: its id, type: the type of the failure it
+// ended with, queue: its task queue, free text its id or workflow type.
+func (s Selection) MatchesWorkflow(w *durablev1.WorkflowInfo) bool {
+	switch {
+	case s.FailureType != "" && w.GetFailure().GetType() != s.FailureType:
+		return false
+	case s.WorkflowID != "" && w.GetWorkflowId() != s.WorkflowID:
+		return false
+	case s.WorkflowPrefix != "" && !strings.HasPrefix(w.GetWorkflowId(), s.WorkflowPrefix):
+		return false
+	case s.TaskQueue != "" && w.GetTaskQueue() != s.TaskQueue:
+		return false
+	}
+	for _, t := range s.Text {
+		if !containsFold(w.GetWorkflowId(), t) && !containsFold(w.GetWorkflowType(), t) {
+			return false
+		}
+	}
+	return true
+}

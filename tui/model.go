@@ -132,6 +132,8 @@ type Model struct {
 	grouped   bool
 	groupList list
 	filtering bool
+	// filterErr is why the words typed in the filter bar do not read.
+	filterErr string
 
 	detail   detail
 	timeline timeline
@@ -199,9 +201,11 @@ func New(p Params) Model {
 	h.Styles.FullSeparator = styles.Help
 	in := textinput.New()
 	in.Prompt = "/"
-	in.Placeholder = "wf:ID type:NAME fail:TYPE or any text"
+	in.Placeholder = "type:Timeout act:ChargeCard wf:order-* state:retrying attempt>=3 nopoller, or text"
 	in.PromptStyle = styles.Filter
 	in.Cursor.SetMode(cursor.CursorStatic) // no blinking: views are reproducible
+	st := newState()
+	st.now = p.ClockFunc()
 	return Model{
 		p:      p,
 		keys:   DefaultKeyMap(),
@@ -211,7 +215,7 @@ func New(p Params) Model {
 		width:  80,
 		height: 24,
 		now:    p.ClockFunc(),
-		st:     newState(),
+		st:     st,
 		audit:  newAuditLog(),
 		ops:    newOpLog(),
 	}

@@ -27,6 +27,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.clampAll(), nil
 	case tickMsg:
 		m.now = msg.now
+		m = m.clockMoved()
 		if m.flash.text != "" && !m.now.Before(m.flash.at.Add(flashFor)) {
 			m.flash = flash{}
 		}

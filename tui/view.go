@@ -76,6 +76,9 @@ func (m Model) helpView() string {
 		x.SetHelp("x", "cancel "+op.GetId())
 		keys.short = append([]key.Binding{x}, keys.short...)
 	}
+	if m.help.ShowAll && m.screen <= screenWorkflows {
+		return m.help.View(keys) + "\n\n" + m.selectionHelp()
+	}
 	return m.help.View(keys)
 }
 
@@ -172,7 +175,7 @@ func (m Model) statusView() string {
 	var s string
 	switch {
 	case m.filtering:
-		s = m.input.View()
+		return m.filterBarView()
 	case !m.conn.live && m.conn.failures > 0:
 		s = st.Banner.Render(m.bannerText())
 	case m.flash.text != "":
@@ -198,7 +201,7 @@ func (m Model) statusView() string {
 	case m.followed() != nil:
 		s = st.Progress.Render(m.opProgressLine(m.followed()))
 	case m.filterText() != "":
-		s = st.Filter.Render(fmt.Sprintf("filter /%s — %s shown · esc clears", m.filterText(), thousands(m.listLen(m.screen))))
+		s = st.Filter.Render(m.filterLine())
 	case !m.conn.synced:
 		s = st.Muted.Render("waiting for the daemon's snapshot…")
 	case m.statusOp() != nil:

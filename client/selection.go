@@ -26,7 +26,7 @@ import (
 //	anything else       text found in the workflow id, activity id or activity
 //	                    type, ignoring case: for looking, not for acting on
 //
-// Words are ANDed. Every field but the free text matches exactly and
+// A value with spaces is quoted: wf:"night batch 7". Words are ANDed. Every field but the free text matches exactly and
 // case-sensitively, as the daemon's filters do, so a selection that the
 // daemon can apply (DeadLetterFilter, ListActivities) selects there exactly
 // what Matches selects here. The zero Selection selects everything.
@@ -129,16 +129,64 @@ func ParseState(word string) (durablev1.ActivityState, bool) {
 // An error names the first word it could not read.
 func ParseSelection(text string) (Selection, error) {
 	var s Selection
-	for _, w := range strings.Fields(text) {
-		if err := s.add(w); err != nil {
+	words, err := splitWords(text)
+	if err != nil {
+		return Selection{}, err
+	}
+	for _, w := range words {
+		if err := s.AddWord(w); err != nil {
 			return Selection{}, err
 		}
 	}
 	return s, nil
 }
 
-// add reads one word into s.
-func (s *Selection) add(w string) error {
+// splitWords cuts text at spaces, except inside double quotes (Go syntax),
+// which are removed: wf:"night batch 7" is one word.
+func splitWords(text string) ([]string, error) {
+	var words []string
+	var b strings.Builder
+	open := false
+	for i := 0; i < len(text); {
+		switch c := text[i]; c {
+		case '"':
+			q, err := strconv.QuotedPrefix(text[i:])
+			if err != nil {
+				return nil, &SelectionError{Word: text[i:], Reason: "a quote that does not end"}
+			}
+			v, _ := strconv.Unquote(q)
+			b.WriteString(v)
+			open, i = true, i+len(q)
+		case ' ', '\t', '\n', '\r':
+			if open {
+				words = append(words, b.String())
+				b.Reset()
+				open = false
+			}
+			i++
+		default:
+			b.WriteByte(c)
+			open, i = true, i+1
+		}
+	}
+	if open {
+		words = append(words, b.String())
+	}
+	return words, nil
+}
+
+// quoted is v as a word: quoted when it has a space or a quote.
+func quoted(v string) string {
+	if v == "" || strings.ContainsAny(v, " \t\n\r\"") {
+		return strconv.Quote(v)
+	}
+	return v
+}
+
+// AddWord reads one word (unquoted) into s, as ParseSelection reads each:
+// for a program that builds a selection from flags. The same word twice is
+// one word; two different values for one key are an error.
+func (s *Selection) AddWord(w string) error {
 	bad := func(format string, args ...any) error {
 		return &SelectionError{Word: w, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -152,7 +200,7 @@ func (s *Selection) add(w string) error {
 		if err != nil || n < 1 || n > maxSelectionAttempt {
 			return bad("want attempt>=N with N from 1 to %d", maxSelectionAttempt)
 		}
-		if s.MinAttempt != 0 {
+		if s.MinAttempt != 0 && s.MinAttempt != int32(n) {
 			return bad("attempt>= is given twice")
 		}
 		s.MinAttempt = int32(n)
@@ -170,7 +218,7 @@ func (s *Selection) add(w string) error {
 		if after {
 			bound = &s.DeadAfter
 		}
-		if !bound.IsZero() {
+		if !bound.IsZero() && !bound.Equal(at) {
 			return bad("the bound is given twice")
 		}
 		*bound = at.UTC()
@@ -198,7 +246,7 @@ func (s *Selection) add(w string) error {
 		return bad("%s: matches exactly; only wf: takes a trailing * (a prefix)", key)
 	}
 	twice := func(old string) error {
-		if old != "" {
+		if old != "" && old != v {
 			return bad("%s: is already %s:%s; words are ANDed, so two values select nothing", key, key, old)
 		}
 		return nil
@@ -223,7 +271,11 @@ func (s *Selection) add(w string) error {
 		}
 		s.ActivityType = v
 	case "wf":
-		if err := twice(s.WorkflowID + s.WorkflowPrefix); err != nil {
+		old := s.WorkflowID
+		if s.WorkflowPrefix != "" {
+			old = s.WorkflowPrefix + "*"
+		}
+		if err := twice(old); err != nil {
 			return err
 		}
 		if p, ok := strings.CutSuffix(v, "*"); ok {
@@ -240,12 +292,12 @@ func (s *Selection) add(w string) error {
 		}
 		s.TaskQueue = v
 	case "state":
-		if err := twice(StateWord(s.State)); err != nil {
-			return err
-		}
 		st, ok := ParseState(strings.ToLower(v))
 		if !ok {
 			return bad("want state:scheduled, state:running, state:retrying or state:dead")
+		}
+		if old := StateWord(s.State); old != "" && s.State != st {
+			return bad("state: is already state:%s; words are ANDed, so two values select nothing", old)
 		}
 		s.State = st
 	}
@@ -270,7 +322,7 @@ func (s Selection) String() string {
 	var parts []string
 	add := func(key, v string) {
 		if v != "" {
-			parts = append(parts, key+":"+v)
+			parts = append(parts, key+":"+quoted(v))
 		}
 	}
 	add("type", s.FailureType)
@@ -278,7 +330,7 @@ func (s Selection) String() string {
 	add("act", s.ActivityType)
 	add("wf", s.WorkflowID)
 	if s.WorkflowPrefix != "" {
-		add("wf", s.WorkflowPrefix+"*")
+		parts = append(parts, "wf:"+quoted(s.WorkflowPrefix)+"*")
 	}
 	add("queue", s.TaskQueue)
 	add("state", StateWord(s.State))
@@ -294,7 +346,9 @@ func (s Selection) String() string {
 	if !s.DeadBefore.IsZero() {
 		parts = append(parts, "dead<"+s.DeadBefore.UTC().Format(time.RFC3339Nano))
 	}
-	parts = append(parts, s.Text...)
+	for _, t := range s.Text {
+		parts = append(parts, quoted(t))
+	}
 	return strings.Join(parts, " ")
 }
 

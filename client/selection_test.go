@@ -37,6 +37,12 @@ func TestParseSelectionReadsEveryWordAndPrintsItBack(t *testing.T) {
 		{name: "DeadLetteredBounds", in: "dead<2026-12-01T07:00:00+01:00 dead>=2026-12-01T05:00:00Z",
 			canonical: "dead>=2026-12-01T05:00:00Z dead<2026-12-01T06:00:00Z",
 			want:      Selection{DeadAfter: time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC), DeadBefore: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)}},
+		{name: "QuotedValues", in: `wf:"night batch"* act:"Charge Card" "two words"`,
+			canonical: `act:"Charge Card" wf:"night batch"* "two words"`,
+			want:      Selection{ActivityType: "Charge Card", WorkflowPrefix: "night batch", Text: []string{"two words"}}},
+		{name: "TheSameWordTwiceIsOne", in: "type:Timeout type:Timeout wf:a-* wf:a-* state:dead state:dead-lettered attempt>=2 attempt>=2",
+			canonical: "type:Timeout wf:a-* state:dead attempt>=2",
+			want:      Selection{FailureType: "Timeout", WorkflowPrefix: "a-", State: durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED, MinAttempt: 2}},
 		{name: "ValueKeepsItsColons", in: "type:net:Refused", canonical: "type:net:Refused", want: Selection{FailureType: "net:Refused"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,11 +76,14 @@ func TestParseSelectionNamesTheBadWord(t *testing.T) {
 		{"BareStar", "wf:*", "wf:*", "a prefix followed by one *"},
 		{"ShortFingerprint", "fp:3f2a9c01", "fp:3f2a9c01", "12 lower-case hex digits"},
 		{"BadState", "state:sleeping", "state:sleeping", "want state:scheduled"},
+		{"TwoStates", "state:dead state:running", "state:running", "already state:dead"},
+		{"TwoAttempts", "attempt>=2 attempt>=3", "attempt>=3", "given twice"},
 		{"BadAttempt", "attempt>=x", "attempt>=x", "attempt>=N"},
 		{"ZeroAttempt", "attempt>=0", "attempt>=0", "attempt>=N"},
 		{"OtherComparison", "attempt<3", "attempt<3", "only at-least"},
 		{"BadTime", "dead>=yesterday", "dead>=yesterday", "RFC 3339"},
 		{"EmptyWindow", "dead>=2026-12-01T06:00:00Z dead<2026-12-01T06:00:00Z", "dead<2026-12-01T06:00:00Z", "later than"},
+		{"OpenQuote", `wf:"night`, `"night`, "does not end"},
 		{"ControlCharacter", "wf:a\x07b", "wf:a\x07b", "must not contain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

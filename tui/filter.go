@@ -59,7 +59,7 @@ func (m Model) filterBarView() string {
 	under := st.Muted.Render("type words: type:Timeout act:ChargeCard wf:order-* attempt>=3 · ? explains")
 	switch {
 	case m.filterErr != "":
-		under = st.Warning.Render("✗ " + m.filterErr + " · the list keeps the last filter")
+		under = st.Warning.Render("✗ " + m.filterErr)
 	case m.filterText() != "":
 		under = st.Filter.Render(fmt.Sprintf("= %s · %s shown", m.filterCanonical(), thousands(m.listLen(m.screen))))
 	}

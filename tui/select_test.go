@@ -92,3 +92,23 @@ func TestFilterBarReadsTheSelection(t *testing.T) {
 		t.Error("state:running on the dead letters is not refused")
 	}
 }
+
+// TestNoPollerFilterFollowsTheClock: nopoller keeps the activities due for
+// more than client.NoPollerAfter, and one becomes stuck as the clock moves,
+// with no event saying so.
+func TestNoPollerFilterFollowsTheClock(t *testing.T) {
+	t.Parallel()
+	fresh := act("order-2000", "1", "ChargeCard", stScheduled, 1, 5)
+	fresh.ScheduledTime = at(-time.Second)
+	acts := append(fixtureActivities(), fresh)
+	m := setup(t, &fakeBackend{}, Params{})
+	m = m.apply(snapshot(acts, nil)[0]).apply(snapshot(acts, nil)[1])
+	m = m.setFilter("nopoller")
+	if n := m.listLen(screenAttempts); n != 1 {
+		t.Fatalf("nopoller shows %d, want the one due for a minute", n)
+	}
+	next, _ := m.Update(tickMsg{now: t0.Add(2 * time.Second)})
+	if n := next.(Model).listLen(screenAttempts); n != 2 {
+		t.Fatalf("nopoller 2s later shows %d, want 2", n)
+	}
+}

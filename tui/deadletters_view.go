@@ -96,6 +96,10 @@ func (m Model) openGroup(g *failureGroup) Model {
 	if !ok {
 		return m.say("letters without a failure type have no words to select them: press R on the group")
 	}
+	if _, err := parseFilter(sel.String(), screenDeadLetters); err != nil {
+		// A failure type no word can spell (one ending in *).
+		return m.say("no words select this group (" + err.Error() + "): press R on the group")
+	}
 	m.grouped = false
 	m.input.SetValue(sel.String())
 	return m.setFilter(sel.String())

@@ -65,7 +65,6 @@ Filters (both subcommands):
   --dead-before WHEN     only letters dead-lettered before WHEN
 
 ` + selectionHelp + `
-
 Edit flags (both forms of redrive):
   --initial DUR  --backoff F  --max-interval DUR  --max-attempts N
   --non-retryable T,...  --start-to-close DUR  --heartbeat-timeout DUR

@@ -23,7 +23,7 @@ const selectionHelp = `Selection words (--select, and the console's / filter): A
   nopoller      due for more than 2s and taken by no worker (checked by wf)
   dead>=TIME dead<TIME   dead-lettered in a window (RFC 3339)
   other words   text in a workflow id, activity id or type, ignoring case
-A value with spaces is quoted: wf:"night batch 7". Each flag below is the
+A value with spaces is quoted: wf:"night batch 7". Each filter flag is the
 same as its word, and a flag and a word for the same field must agree.
 `
 

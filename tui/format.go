@@ -18,8 +18,9 @@ import (
 )
 
 // noWorkerAfter is how long a due activity may sit in its queue before the
-// console blames the absence of a polling worker rather than normal hand-off.
-const noWorkerAfter = 2 * time.Second
+// console blames the absence of a polling worker rather than normal hand-off:
+// the same wait as the nopoller word of a selection.
+const noWorkerAfter = client.NoPollerAfter
 
 func stateName(s durablev1.ActivityState) string {
 	switch s {

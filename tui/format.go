@@ -99,16 +99,18 @@ type wait struct {
 func waitOf(a *durablev1.PendingActivity, now time.Time) wait {
 	switch a.GetState() {
 	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
-		due := a.GetNextAttemptTime()
-		if due == nil {
-			due = a.GetScheduledTime()
+		due, ok := dueTime(a)
+		if !ok {
+			return wait{reason: "queued"}
 		}
-		left := due.AsTime().Sub(now)
+		left := due.Sub(now)
 		if left > 0 {
 			return wait{countdown: span(left), reason: "backoff", urgent: left < 10*time.Second}
 		}
-		if -left > noWorkerAfter {
-			return wait{countdown: "due now", reason: "no worker polling", stuck: true}
+		if over, _ := overdueFrom(a); now.After(over) {
+			// Counted from when it fell due: that is how long the work
+			// has been late.
+			return wait{countdown: "overdue " + span(-left), reason: "no worker polling", urgent: -left < 10*time.Second, stuck: true}
 		}
 		return wait{countdown: "due now", reason: "queued", urgent: true}
 	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
@@ -116,8 +118,8 @@ func waitOf(a *durablev1.PendingActivity, now time.Time) wait {
 			return wait{reason: "lease"}
 		}
 		left := a.GetLeaseDeadline().AsTime().Sub(now)
-		if left <= 0 {
-			return wait{countdown: "expired", reason: "lease", urgent: true}
+		if left < 0 {
+			return wait{countdown: "overdue " + span(-left), reason: "lease expired", urgent: -left < 10*time.Second, stuck: true}
 		}
 		return wait{countdown: span(left), reason: "lease", urgent: left < 10*time.Second}
 	case durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED:

@@ -27,6 +27,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.clampAll(), nil
 	case tickMsg:
 		m.now = msg.now
+		m.st.advance(m.now)
 		if m.flash.text != "" && !m.now.Before(m.flash.at.Add(flashFor)) {
 			m.flash = flash{}
 		}
@@ -104,6 +105,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // replace the state at SNAPSHOT_DONE, so a resynchronisation never mixes the
 // old world with the new.
 func (m Model) apply(ev *durablev1.WatchEvent) Model {
+	m.st.advance(m.now)
 	switch ev.GetKind() {
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT:
 		m.conn.stageActs = append(m.conn.stageActs, ev.GetActivities()...)

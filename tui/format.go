@@ -34,6 +34,14 @@ func stateName(s durablev1.ActivityState) string {
 	return "unknown"
 }
 
+// shortStateName is the state in a narrow column.
+func shortStateName(s durablev1.ActivityState) string {
+	if s == durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED {
+		return "dead"
+	}
+	return stateName(s)
+}
+
 func statusName(s durablev1.WorkflowStatus) string {
 	switch s {
 	case durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING:
@@ -94,6 +102,17 @@ type wait struct {
 	reason    string // "backoff", "no worker polling", "lease", "redrive"
 	urgent    bool   // under ten seconds: the console ticks faster
 	stuck     bool   // due and nobody is taking it
+}
+
+// shortReason is the reason in a narrow column.
+func (w wait) shortReason() string {
+	switch w.reason {
+	case "no worker polling":
+		return "no worker"
+	case "lease expired":
+		return "expired"
+	}
+	return ""
 }
 
 func waitOf(a *durablev1.PendingActivity, now time.Time) wait {

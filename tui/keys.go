@@ -60,7 +60,7 @@ func DefaultKeyMap() KeyMap {
 		CancelOp:   key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "cancel operation")),
 		Sort:       key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
 		NextStuck:  key.NewBinding(key.WithKeys("!"), key.WithHelp("!", "next stuck")),
-		HideDead:   key.NewBinding(key.WithKeys("D"), key.WithHelp("D", "hide dead letters")),
+		HideDead:   key.NewBinding(key.WithKeys("D"), key.WithHelp("D", "hide/show dead letters")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),

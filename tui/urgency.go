@@ -128,9 +128,10 @@ func rankedLess(k sortKey, x, y ranked) bool {
 		}
 		switch x.u {
 		case urgencyOverdue:
-			// The longest overdue first.
-			ta, _ := overdueFrom(a)
-			tb, _ := overdueFrom(b)
+			// The longest overdue first, counted as the countdown column
+			// counts: from the due time or the lease deadline.
+			ta, _ := nextDue(a)
+			tb, _ := nextDue(b)
 			if !ta.Equal(tb) {
 				return ta.Before(tb)
 			}

@@ -58,3 +58,35 @@ func (m Model) homeStatus() string {
 	}
 	return s
 }
+
+// selectedKeys are the activities under the cursors of the activity lists,
+// taken before a change that may reorder them.
+func (m Model) selectedKeys() [2]string {
+	var out [2]string
+	for i, s := range []screen{screenAttempts, screenDeadLetters} {
+		set := m.st.attempts.set
+		if s == screenDeadLetters {
+			set = m.st.dead.set
+		}
+		if c := m.lists[s].cursor; c < set.Len() {
+			out[i] = keyOf(set.At(c))
+		}
+	}
+	return out
+}
+
+// followSelection keeps each cursor on the activity it was on when rows
+// moved around it (an urgency changed, a row came or went above it); a
+// cursor whose activity is gone stays where it was.
+func (m Model) followSelection(keys [2]string) Model {
+	for i, s := range []screen{screenAttempts, screenDeadLetters} {
+		set := m.st.attempts.set
+		if s == screenDeadLetters {
+			set = m.st.dead.set
+		}
+		if j := set.Index(keys[i]); keys[i] != "" && j >= 0 {
+			m.lists[s].cursor = j
+		}
+	}
+	return m
+}

@@ -234,3 +234,46 @@ func TestHomeKeys(t *testing.T) {
 		t.Fatalf("after D again: %d rows, want 7", n)
 	}
 }
+
+// TestSelectionFollowsItsActivity: rows that move above the cursor (a row
+// becoming overdue, a new dead letter) do not change what is selected.
+func TestSelectionFollowsItsActivity(t *testing.T) {
+	t.Parallel()
+	m := setup(t, fixtureBackend(), Params{})
+	next, _ := m.Update(tea.WindowSizeMsg{Width: 132, Height: 43})
+	m = feed(next.(Model), snapshot(fixtureActivities(), fixtureWorkflows())...)
+	for range 4 {
+		m = press(m, "j")
+	}
+	selected := func(m Model) string {
+		a := m.st.attempts.set.At(m.lists[screenAttempts].cursor)
+		return a.GetWorkflowId() + "/" + a.GetActivityId()
+	}
+	if got := selected(m); got != "order-1001/1" {
+		t.Fatalf("selected %s, want order-1001/1", got)
+	}
+	// With no event, the selected retry falls due and nobody takes it,
+	// and ReserveStock's lease runs out: both become overdue and move up.
+	next, _ = m.Update(tickMsg{now: t0.Add(28 * time.Second)})
+	m = next.(Model)
+	var order []string
+	for _, a := range m.st.attempts.set.Window(0, 3) {
+		order = append(order, a.GetWorkflowId()+"/"+a.GetActivityId())
+	}
+	if want := []string{"order-1002/1", "order-1001/1", "order-1001/2"}; !slices.Equal(order, want) {
+		t.Fatalf("first rows %v, want %v", order, want)
+	}
+	if got := selected(m); got != "order-1001/1" {
+		t.Fatalf("after a row moved above it the cursor is on %s", got)
+	}
+	// A row overdue for longer arrives: it goes above the selection.
+	late := act("order-0500", "1", "SendEmail", stScheduled, 1, 5)
+	late.NextAttemptTime = at(-10 * time.Minute)
+	m = feed(m, &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT, Activities: []*durablev1.PendingActivity{late}})
+	if m.st.attempts.set.At(0) != late {
+		t.Fatal("the row overdue for longest is not first")
+	}
+	if got := selected(m); got != "order-1001/1" {
+		t.Fatalf("after a row arrived above it the cursor is on %s", got)
+	}
+}

@@ -96,6 +96,7 @@ func TestGoldenViews(t *testing.T) {
 		// Overdue rows first, saying for how long; ids cut in the middle.
 		{name: "Overdue", backend: outageBackend, waitFor: "overdue 3m05s"},
 		{name: "OverdueDeadLettersHidden", backend: outageBackend, keys: []string{"D"}, waitFor: "dead letters hidden"},
+		{name: "OverdueByNextDue", backend: outageBackend, keys: []string{"s", "s"}, waitFor: "sorted by next due"},
 		{name: "OverdueDeadLetters", backend: outageBackend, keys: []string{"2"}, waitFor: "DEAD FOR"},
 		{name: "Disconnected", backend: func() *fakeBackend {
 			f := fixtureBackend()

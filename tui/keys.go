@@ -24,6 +24,7 @@ type KeyMap struct {
 	RedriveAll key.Binding
 	Group      key.Binding
 	CancelOp   key.Binding
+	Reconnect  key.Binding
 	Help       key.Binding
 	Quit       key.Binding
 	// The keys of a dialog (a redrive, or the cancel of an operation).
@@ -55,6 +56,7 @@ func DefaultKeyMap() KeyMap {
 		RedriveAll: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "redrive all shown")),
 		Group:      key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "group by failure")),
 		CancelOp:   key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "cancel operation")),
+		Reconnect:  key.NewBinding(key.WithKeys("ctrl+r"), key.WithHelp("ctrl+r", "reconnect now")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),
@@ -83,6 +85,12 @@ func (k KeyMap) navigation() []key.Binding {
 
 func (k KeyMap) views() []key.Binding {
 	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.Audit, k.Operations, k.NextView}
+}
+
+// writes are the keys that ask the daemon to change state; they do nothing
+// but say why while it cannot (offline, writes refused).
+func (k KeyMap) writes() []key.Binding {
+	return []key.Binding{k.Redrive, k.RedriveAll, k.CancelOp}
 }
 
 func (k KeyMap) forScreen(s screen) screenKeys {
@@ -120,7 +128,7 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 	}
 	return screenKeys{
 		short: append(append([]key.Binding{}, own...), global...),
-		full:  [][]key.Binding{full, k.navigation(), k.views(), append([]key.Binding{k.Back}, global...)},
+		full:  [][]key.Binding{full, k.navigation(), k.views(), append([]key.Binding{k.Back, k.Reconnect}, global...)},
 	}
 }
 

@@ -153,7 +153,7 @@ func TestOfflineActionsSayWhy(t *testing.T) {
 			t.Fatalf("after %s, the status line says:\n%s", k, lines[1])
 		}
 		help := lines[len(lines)-1]
-		if strings.Contains(help, "redrive") || !strings.HasPrefix(help, "ctrl+r reconnect now") {
+		if strings.Contains(help, "redrive") || !strings.HasPrefix(help, "ctrl+r reconnect •") {
 			t.Fatalf("offline help bar: %s", help)
 		}
 	}

@@ -61,6 +61,18 @@ func waitFor(t *testing.T, tm *teatest.TestModel, text string) {
 		teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
 }
 
+// disconnected is base's daemon going away after its snapshot; the
+// reconnection hangs, so the console stays offline.
+func disconnected(base func() *fakeBackend) func() *fakeBackend {
+	return func() *fakeBackend {
+		f := base()
+		first := f.scripts[0]
+		first.end = errors.New("daemon went away")
+		f.scripts = []script{first, {}}
+		return f
+	}
+}
+
 // TestGoldenViews renders every screen at two terminal sizes on a fixed clock
 // and fixed data. Refresh with: go test ./tui -run TestGoldenViews -update
 func TestGoldenViews(t *testing.T) {
@@ -93,14 +105,14 @@ func TestGoldenViews(t *testing.T) {
 		{name: "CancelDialog", backend: opsBackend, keys: []string{"5", "x"}, waitFor: "Cancel op-6?"},
 		{name: "CancelDialogReason", backend: opsBackend, keys: []string{"5", "x", "e", "INC-7 the fix did not hold"}, waitFor: "did not hold"},
 		{name: "RedriveRunning", backend: fixtureBackend, keys: []string{"2", "R", "y"}, waitFor: "op-7 redriving"},
-		{name: "Disconnected", backend: func() *fakeBackend {
-			f := fixtureBackend()
-			f.scripts = []script{
-				{events: snapshot(fixtureActivities(), fixtureWorkflows()), end: errors.New("daemon went away")},
-				{}, // the reconnection hangs: the banner stays
-			}
-			return f
-		}, waitFor: "disconnected"},
+		{name: "Disconnected", backend: disconnected(fixtureBackend), waitFor: "disconnected"},
+		{name: "OperationInProgress", backend: opsBackend, waitFor: "~36s left"},
+		{name: "OfflineRedrive", backend: disconnected(fixtureBackend), waitFor: "disconnected",
+			more: []string{"2", "R"}, waitMore: "ctrl+r to reconnect now"},
+		{name: "OfflineOperations", backend: disconnected(opsBackend), waitFor: "disconnected",
+			more: []string{"5", "x"}, waitMore: "ctrl+r to reconnect now"},
+		{name: "OfflineHelp", backend: disconnected(opsBackend), waitFor: "disconnected",
+			more: []string{"2", "?"}, waitMore: "(offline)"},
 	}
 	sizes := []struct {
 		name string

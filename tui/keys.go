@@ -56,7 +56,7 @@ func DefaultKeyMap() KeyMap {
 		RedriveAll: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "redrive all shown")),
 		Group:      key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "group by failure")),
 		CancelOp:   key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "cancel operation")),
-		Reconnect:  key.NewBinding(key.WithKeys("ctrl+r"), key.WithHelp("ctrl+r", "reconnect now")),
+		Reconnect:  key.NewBinding(key.WithKeys("ctrl+r"), key.WithHelp("ctrl+r", "reconnect")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),

@@ -147,6 +147,9 @@ type Model struct {
 	// seen finishing, oldest first: the newest running one has the status
 	// line, and each says how it ended when it does.
 	follow []string
+	// letter is the single letter last redriven, whose outcome the status
+	// line tells as the stream brings it.
+	letter *letterWatch
 	// cancelling is the operation whose cancel is being waited on.
 	cancelling string
 	flash      flash

@@ -43,7 +43,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		_, wasLive := m.st.acts[m.detail.key]
 		m = m.sawEvent(msg.at, msg.ev.GetServerTime())
-		m = m.apply(msg.ev).settleNow()
+		m = m.apply(msg.ev).settleNow().letterOutcome()
 		next := recvCmd(m.conn.stream, msg.gen, m.p.ClockFunc)
 		if _, live := m.st.acts[m.detail.key]; wasLive && !live && m.screen == screenDetail {
 			// The activity in the detail finished: read its whole trail,

@@ -129,7 +129,7 @@ func TestOfflineRowsStandStillAsOfTheBreak(t *testing.T) {
 	next, _ = m.Update(reconnectMsg{gen: m.conn.gen})
 	m = next.(Model)
 	m = receive(t, m, t0.Add(time.Minute), snapshot(fixtureActivities(), fixtureWorkflows())...)
-	if v := ansi.Strip(m.View()); strings.Contains(v, "as of") || !strings.Contains(rowOf(t, m, "order-1001 "), "due now") {
+	if v := ansi.Strip(m.View()); strings.Contains(v, "as of") || !strings.Contains(rowOf(t, m, "order-1001 "), "overdue 55s") {
 		t.Fatalf("live again:\n%s", v)
 	}
 }

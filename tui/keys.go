@@ -25,6 +25,9 @@ type KeyMap struct {
 	Group      key.Binding
 	CancelOp   key.Binding
 	Reconnect  key.Binding
+	Sort       key.Binding
+	NextStuck  key.Binding
+	HideDead   key.Binding
 	Help       key.Binding
 	Quit       key.Binding
 	// The keys of a dialog (a redrive, or the cancel of an operation).
@@ -57,6 +60,9 @@ func DefaultKeyMap() KeyMap {
 		Group:      key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "group by failure")),
 		CancelOp:   key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "cancel operation")),
 		Reconnect:  key.NewBinding(key.WithKeys("ctrl+r"), key.WithHelp("ctrl+r", "reconnect")),
+		Sort:       key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
+		NextStuck:  key.NewBinding(key.WithKeys("!"), key.WithHelp("!", "next stuck")),
+		HideDead:   key.NewBinding(key.WithKeys("D"), key.WithHelp("D", "hide/show dead letters")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),
@@ -87,10 +93,11 @@ func (k KeyMap) views() []key.Binding {
 	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.Audit, k.Operations, k.NextView}
 }
 
-// writes are the keys that ask the daemon to change state; they do nothing
-// but say why while it cannot (offline, writes refused).
+// writes are the keys that ask the daemon to change state (and e, which the
+// full help lists as their way to give a reason); they leave the help and
+// do nothing but say why while the daemon cannot take a change.
 func (k KeyMap) writes() []key.Binding {
-	return []key.Binding{k.Redrive, k.RedriveAll, k.CancelOp}
+	return []key.Binding{k.Redrive, k.RedriveAll, k.CancelOp, k.EditReason}
 }
 
 func (k KeyMap) forScreen(s screen) screenKeys {
@@ -101,7 +108,8 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 	var own, full []key.Binding // full: what ? lists, when more than own
 	switch s {
 	case screenAttempts:
-		own = []key.Binding{k.Open, k.Filter}
+		own = []key.Binding{k.NextStuck, k.Sort, k.Open, k.Filter}
+		full = []key.Binding{k.NextStuck, k.Sort, k.HideDead, k.Open, k.Filter}
 	case screenDeadLetters:
 		own = []key.Binding{k.Redrive, k.RedriveAll, k.Group, k.Open, k.Filter}
 		full = []key.Binding{k.Redrive, k.RedriveAll, reason, k.CancelOp, k.Group, k.Open, k.Filter}
@@ -128,7 +136,7 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 	}
 	return screenKeys{
 		short: append(append([]key.Binding{}, own...), global...),
-		full:  [][]key.Binding{full, k.navigation(), k.views(), append([]key.Binding{k.Back, k.Reconnect}, global...)},
+		full:  [][]key.Binding{full, k.navigation(), k.views(), append([]key.Binding{k.Back}, global...)},
 	}
 }
 

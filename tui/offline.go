@@ -30,14 +30,6 @@ func (m Model) writesBlocked() string {
 	return ""
 }
 
-// blockedWord is what the full help says of a key that cannot be used now.
-func (m Model) blockedWord() string {
-	if !m.conn.live {
-		return "offline"
-	}
-	return "writes refused"
-}
-
 // reconnectIn is the time left before the next reconnection, in whole
 // seconds rounded up.
 func (m Model) reconnectIn() string {
@@ -106,33 +98,27 @@ func (m Model) asOfText() string {
 }
 
 // withoutWrites is the help of a screen while nothing can be changed: the
-// keys that would change state leave the help bar, and the full help keeps
-// them with the reason they do nothing now.
-func (k screenKeys) withoutWrites(writes []key.Binding, why string) screenKeys {
-	isWrite := func(b key.Binding) bool {
-		for _, w := range writes {
-			if sameKeys(b, w) {
-				return true
+// keys that would change state leave it, the help bar and the full help
+// alike; pressed anyway, they say why.
+func (k screenKeys) withoutWrites(writes []key.Binding) screenKeys {
+	keep := func(bs []key.Binding) []key.Binding {
+		var out []key.Binding
+		for _, b := range bs {
+			write := false
+			for _, w := range writes {
+				write = write || sameKeys(b, w)
+			}
+			if !write {
+				out = append(out, b)
 			}
 		}
-		return false
-	}
-	var short []key.Binding
-	for _, b := range k.short {
-		if !isWrite(b) {
-			short = append(short, b)
-		}
+		return out
 	}
 	full := make([][]key.Binding, len(k.full))
 	for i, group := range k.full {
-		for _, b := range group {
-			if isWrite(b) {
-				b.SetHelp(b.Help().Key, b.Help().Desc+" ("+why+")")
-			}
-			full[i] = append(full[i], b)
-		}
+		full[i] = keep(group)
 	}
-	return screenKeys{short: short, full: full}
+	return screenKeys{short: keep(k.short), full: full}
 }
 
 // sameKeys reports whether two bindings answer the same keys.

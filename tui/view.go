@@ -77,10 +77,18 @@ func (m Model) helpView() string {
 		keys.short = append([]key.Binding{x}, keys.short...)
 	}
 	if m.writesBlocked() != "" {
-		keys = keys.withoutWrites(km.writes(), m.blockedWord())
+		keys = keys.withoutWrites(km.writes())
 	}
 	if !m.conn.live && m.conn.failures > 0 {
-		keys.short = append([]key.Binding{km.Reconnect}, keys.short...)
+		// ctrl+r leads the help bar when it fits beside the rest (the
+		// banner above says it in any case), and the full help lists it
+		// with the screen's own keys.
+		keys.full[0] = append(append([]key.Binding{}, keys.full[0]...), km.Reconnect)
+		with := keys
+		with.short = append([]key.Binding{km.Reconnect}, keys.short...)
+		if v := m.help.View(with); m.help.ShowAll || !strings.HasSuffix(ansi.Strip(v), "…") {
+			return v
+		}
 	}
 	return m.help.View(keys)
 }
@@ -214,6 +222,8 @@ func (m Model) statusView() string {
 		s = st.Muted.Render("waiting for the daemon's snapshot…")
 	case m.statusOp() != nil:
 		s = st.Progress.Render(m.opProgressLine(m.statusOp()))
+	case m.screen == screenAttempts:
+		s = st.Muted.Render(m.homeStatus())
 	}
 	return ansi.Truncate(s, m.width, "…")
 }

@@ -60,6 +60,8 @@ type Engine struct {
 	snapshotReads chan struct{}
 	closeSubs     map[string][]chan struct{} // workflow id → waiters for its close
 	counts        map[stateKey]int           // activities per queue and state, see gauge.go
+	books         map[string]*queueBook      // tasks and leases per queue, see taskqueue.go
+	pollers       map[pollerKey]*pollerSeen  // workers polling, see taskqueue.go
 	janitorDone   chan struct{}
 	statsDone     chan struct{}
 	// trailJanitorDone closes when the janitor of finished activities stops.
@@ -113,6 +115,8 @@ func New(store Store, opts Options) (*Engine, error) {
 		snapshotReads: make(chan struct{}, snapshotReaders()),
 		closeSubs:     map[string][]chan struct{}{},
 		counts:        map[stateKey]int{},
+		books:         map[string]*queueBook{},
+		pollers:       map[pollerKey]*pollerSeen{},
 		janitorDone:   make(chan struct{}),
 		statsDone:     make(chan struct{}),
 		ops:           map[int64]*opRun{},
@@ -195,6 +199,7 @@ type change struct {
 	closed     []string
 	seqUsed    bool
 	moves      []stateMove   // activities between counts, see gauge.go
+	tasks      []taskMove    // tasks between spots of their queue's books, see taskqueue.go
 	observed   []observation // for the Observer, see observe.go
 	audits     []auditNote   // operator actions, see audit.go
 	operations []*durablev1.Operation
@@ -216,7 +221,7 @@ func (c *change) dropTimers(workflowID, activityID string) {
 // metrics, a closed workflow, an operator action. Timers alone show nothing.
 func (c *change) shown() bool {
 	return len(c.entries) > 0 || len(c.gone) > 0 || len(c.activities) > 0 || len(c.removed) > 0 ||
-		len(c.workflows) > 0 || len(c.closed) > 0 || len(c.moves) > 0 || len(c.observed) > 0 ||
+		len(c.workflows) > 0 || len(c.closed) > 0 || len(c.moves) > 0 || len(c.tasks) > 0 || len(c.observed) > 0 ||
 		len(c.audits) > 0 || len(c.operations) > 0 || len(c.overrides) > 0
 }
 
@@ -259,6 +264,7 @@ func (e *Engine) publishChangeLocked(c *change) {
 		}
 	}
 	e.countLocked(c.moves)
+	e.bookLocked(c.tasks)
 	for _, id := range c.closed {
 		for _, ch := range e.closeSubs[id] {
 			close(ch)

@@ -226,6 +226,7 @@ func (t *trackTx) PutWorkflow(w *durablev1.WorkflowRecord) error {
 			from = workflowSpot(old)
 		}
 	}
+	showWorkflowTask(w)
 	if err := t.Tx.PutWorkflow(w); err != nil {
 		return err
 	}

@@ -296,3 +296,19 @@ func wireKind(k TaskKind) durablev1.TaskKind {
 	}
 	return durablev1.TaskKind_TASK_KIND_UNSPECIFIED
 }
+
+// showWorkflowTask sets the workflow task fields of a workflow's info from
+// its record: when its task became due while one waits for a worker, and
+// its attempt. Every write of a workflow sets them (trackTx), so watchers
+// see them; reads set them too, for records written before they existed.
+func showWorkflowTask(w *durablev1.WorkflowRecord) {
+	in := w.GetInfo()
+	if in == nil {
+		return
+	}
+	if w.GetWtState() == wtScheduled && in.GetStatus() == statusRunning {
+		in.WorkflowTaskReadyTime, in.WorkflowTaskAttempt = w.GetWtDue(), w.GetWtAttempt()
+		return
+	}
+	in.WorkflowTaskReadyTime, in.WorkflowTaskAttempt = nil, 0
+}

@@ -225,3 +225,18 @@ func TestSummarizeQueuesMarksReadyWorkWithoutALivePollerStalled(t *testing.T) {
 		})
 	}
 }
+
+func TestAWorkflowShowsWhenItsTaskBecameDueWhileItWaitsForAWorker(t *testing.T) {
+	h := setup(t, engine.Options{})
+	h.start("a", "Flaky")
+	w := h.describe("a").GetWorkflow()
+	if !w.GetWorkflowTaskReadyTime().AsTime().Equal(t0) || w.GetWorkflowTaskAttempt() != 1 {
+		t.Fatalf("waiting: ready %v attempt %d, want t0 and 1", w.GetWorkflowTaskReadyTime(), w.GetWorkflowTaskAttempt())
+	}
+	if h.pollWorkflow() == nil {
+		t.Fatal("no workflow task")
+	}
+	if w := h.describe("a").GetWorkflow(); w.GetWorkflowTaskReadyTime() != nil || w.GetWorkflowTaskAttempt() != 0 {
+		t.Fatalf("taken by a worker: %v, want no workflow task fields", w)
+	}
+}

@@ -289,6 +289,7 @@ func (e *Engine) readSnapshot(tx Tx, snap *watchSnapshot, since time.Time) error
 		return err
 	}
 	err = tx.RunningWorkflows(func(r *durablev1.WorkflowRecord) bool {
+		showWorkflowTask(r)
 		snap.wfs = append(snap.wfs, r.GetInfo())
 		return true
 	})

@@ -152,6 +152,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 					return err
 				}
 				c.addTimer(WorkflowTimersOf(w)...)
+				c.workflow(w) // watchers see its task leave the queue
 				startedID = w.GetNextEventId() - 1
 				resp.TaskToken = encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()})
 				resp.WorkflowId = w.GetInfo().GetWorkflowId()

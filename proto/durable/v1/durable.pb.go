@@ -965,8 +965,15 @@ type WorkflowInfo struct {
 	// Activities scheduled and not yet completed or failed (dead letters included).
 	PendingActivities int32 `protobuf:"varint,10,opt,name=pending_activities,json=pendingActivities,proto3" json:"pending_activities,omitempty"`
 	DeadLetters       int32 `protobuf:"varint,11,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Set while the workflow's next workflow task waits in task_queue for a
+	// worker: when it became due. Unset while a worker runs it or when none is
+	// needed. With TaskQueue.workflow_tasks.stalled it says the workflow is
+	// stuck on a queue nobody polls (see client.WorkflowWait).
+	WorkflowTaskReadyTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=workflow_task_ready_time,json=workflowTaskReadyTime,proto3" json:"workflow_task_ready_time,omitempty"`
+	// The attempt of that workflow task (above 1 after a workflow task failed).
+	WorkflowTaskAttempt int32 `protobuf:"varint,13,opt,name=workflow_task_attempt,json=workflowTaskAttempt,proto3" json:"workflow_task_attempt,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *WorkflowInfo) Reset() {
@@ -1072,6 +1079,20 @@ func (x *WorkflowInfo) GetPendingActivities() int32 {
 func (x *WorkflowInfo) GetDeadLetters() int32 {
 	if x != nil {
 		return x.DeadLetters
+	}
+	return 0
+}
+
+func (x *WorkflowInfo) GetWorkflowTaskReadyTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WorkflowTaskReadyTime
+	}
+	return nil
+}
+
+func (x *WorkflowInfo) GetWorkflowTaskAttempt() int32 {
+	if x != nil {
+		return x.WorkflowTaskAttempt
 	}
 	return 0
 }
@@ -5737,7 +5758,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\tprincipal\x18\x11 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06reason\x18\x12 \x01(\tR\x06reason\x12,\n" +
 	"\x04edit\x18\x13 \x01(\v2\x18.durable.v1.OptionsPatchR\x04edit\x12!\n" +
-	"\foperation_id\x18\x14 \x01(\tR\voperationId\"\xdd\x03\n" +
+	"\foperation_id\x18\x14 \x01(\tR\voperationId\"\xe6\x04\n" +
 	"\fWorkflowInfo\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12#\n" +
@@ -5754,7 +5775,9 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x0ehistory_length\x18\t \x01(\x03R\rhistoryLength\x12-\n" +
 	"\x12pending_activities\x18\n" +
 	" \x01(\x05R\x11pendingActivities\x12!\n" +
-	"\fdead_letters\x18\v \x01(\x05R\vdeadLetters\"\xee\x01\n" +
+	"\fdead_letters\x18\v \x01(\x05R\vdeadLetters\x12S\n" +
+	"\x18workflow_task_ready_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x15workflowTaskReadyTime\x122\n" +
+	"\x15workflow_task_attempt\x18\r \x01(\x05R\x13workflowTaskAttempt\"\xee\x01\n" +
 	"\rAttemptRecord\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1a\n" +
 	"\bidentity\x18\x02 \x01(\tR\bidentity\x12=\n" +
@@ -6345,162 +6368,163 @@ var file_durable_v1_durable_proto_depIdxs = []int32{
 	77,  // 12: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
 	77,  // 13: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
 	10,  // 14: durable.v1.WorkflowInfo.failure:type_name -> durable.v1.Failure
-	77,  // 15: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
-	77,  // 16: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
-	10,  // 17: durable.v1.AttemptRecord.failure:type_name -> durable.v1.Failure
-	2,   // 18: durable.v1.PendingActivity.state:type_name -> durable.v1.ActivityState
-	77,  // 19: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
-	77,  // 20: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
-	77,  // 21: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
-	77,  // 22: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
-	10,  // 23: durable.v1.PendingActivity.last_failure:type_name -> durable.v1.Failure
-	77,  // 24: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	9,   // 25: durable.v1.PendingActivity.options:type_name -> durable.v1.ActivityOptions
-	13,  // 26: durable.v1.PendingActivity.attempts:type_name -> durable.v1.AttemptRecord
-	77,  // 27: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
-	77,  // 28: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
-	9,   // 29: durable.v1.PendingActivity.options_in_force:type_name -> durable.v1.ActivityOptions
-	14,  // 30: durable.v1.FinishedActivity.activity:type_name -> durable.v1.PendingActivity
-	77,  // 31: durable.v1.FinishedActivity.finished_time:type_name -> google.protobuf.Timestamp
-	11,  // 32: durable.v1.PollWorkflowTaskResponse.history:type_name -> durable.v1.HistoryEvent
-	3,   // 33: durable.v1.Command.type:type_name -> durable.v1.CommandType
-	9,   // 34: durable.v1.Command.activity_options:type_name -> durable.v1.ActivityOptions
-	76,  // 35: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
-	10,  // 36: durable.v1.Command.failure:type_name -> durable.v1.Failure
-	19,  // 37: durable.v1.CompleteWorkflowTaskRequest.commands:type_name -> durable.v1.Command
-	10,  // 38: durable.v1.FailWorkflowTaskRequest.failure:type_name -> durable.v1.Failure
-	77,  // 39: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
-	77,  // 40: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
-	77,  // 41: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
-	76,  // 42: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
-	23,  // 43: durable.v1.PollActivityTaskResponse.tasks:type_name -> durable.v1.ActivityTask
-	10,  // 44: durable.v1.FailActivityRequest.failure:type_name -> durable.v1.Failure
-	77,  // 45: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	12,  // 46: durable.v1.DescribeWorkflowResponse.workflow:type_name -> durable.v1.WorkflowInfo
-	14,  // 47: durable.v1.DescribeWorkflowResponse.pending_activities:type_name -> durable.v1.PendingActivity
-	15,  // 48: durable.v1.DescribeWorkflowResponse.finished_activities:type_name -> durable.v1.FinishedActivity
-	11,  // 49: durable.v1.GetWorkflowHistoryResponse.events:type_name -> durable.v1.HistoryEvent
-	1,   // 50: durable.v1.ListWorkflowsRequest.status:type_name -> durable.v1.WorkflowStatus
-	12,  // 51: durable.v1.ListWorkflowsResponse.workflows:type_name -> durable.v1.WorkflowInfo
-	77,  // 52: durable.v1.ListDeadLettersRequest.dead_lettered_after:type_name -> google.protobuf.Timestamp
-	77,  // 53: durable.v1.ListDeadLettersRequest.dead_lettered_before:type_name -> google.protobuf.Timestamp
-	14,  // 54: durable.v1.ListDeadLettersResponse.dead_letters:type_name -> durable.v1.PendingActivity
-	42,  // 55: durable.v1.RedriveDeadLetterRequest.edit:type_name -> durable.v1.OptionsPatch
-	14,  // 56: durable.v1.RedriveDeadLetterResponse.activity:type_name -> durable.v1.PendingActivity
-	77,  // 57: durable.v1.DeadLetterFilter.dead_lettered_after:type_name -> google.protobuf.Timestamp
-	77,  // 58: durable.v1.DeadLetterFilter.dead_lettered_before:type_name -> google.protobuf.Timestamp
-	43,  // 59: durable.v1.OptionsPatch.non_retryable:type_name -> durable.v1.StringList
-	76,  // 60: durable.v1.OptionsPatch.start_to_close_timeout:type_name -> google.protobuf.Duration
-	76,  // 61: durable.v1.OptionsPatch.heartbeat_timeout:type_name -> google.protobuf.Duration
-	76,  // 62: durable.v1.OptionsPatch.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	41,  // 63: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
-	63,  // 64: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
-	42,  // 65: durable.v1.RedriveDeadLettersRequest.edit:type_name -> durable.v1.OptionsPatch
-	46,  // 66: durable.v1.RedriveDeadLettersResponse.operation:type_name -> durable.v1.Operation
-	14,  // 67: durable.v1.RedriveDeadLettersResponse.preview:type_name -> durable.v1.PendingActivity
-	4,   // 68: durable.v1.Operation.state:type_name -> durable.v1.OperationState
-	41,  // 69: durable.v1.Operation.filter:type_name -> durable.v1.DeadLetterFilter
-	42,  // 70: durable.v1.Operation.edit:type_name -> durable.v1.OptionsPatch
-	77,  // 71: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
-	77,  // 72: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
-	46,  // 73: durable.v1.ListOperationsResponse.operations:type_name -> durable.v1.Operation
-	42,  // 74: durable.v1.PolicyOverride.patch:type_name -> durable.v1.OptionsPatch
-	77,  // 75: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
-	42,  // 76: durable.v1.SetPolicyOverrideRequest.patch:type_name -> durable.v1.OptionsPatch
-	51,  // 77: durable.v1.ListPolicyOverridesResponse.overrides:type_name -> durable.v1.PolicyOverride
-	51,  // 78: durable.v1.ClearPolicyOverrideResponse.cleared:type_name -> durable.v1.PolicyOverride
-	2,   // 79: durable.v1.ListActivitiesRequest.state:type_name -> durable.v1.ActivityState
-	14,  // 80: durable.v1.ListActivitiesResponse.activities:type_name -> durable.v1.PendingActivity
-	77,  // 81: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
-	76,  // 82: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
-	76,  // 83: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
-	76,  // 84: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
-	76,  // 85: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
-	9,   // 86: durable.v1.ActivityTypeStats.options_in_force:type_name -> durable.v1.ActivityOptions
-	60,  // 87: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
-	5,   // 88: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
-	14,  // 89: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
-	12,  // 90: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
-	63,  // 91: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
-	77,  // 92: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
-	66,  // 93: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
-	46,  // 94: durable.v1.WatchEvent.operations:type_name -> durable.v1.Operation
-	51,  // 95: durable.v1.WatchEvent.policy_overrides:type_name -> durable.v1.PolicyOverride
-	65,  // 96: durable.v1.WatchEvent.writes:type_name -> durable.v1.WritesState
-	71,  // 97: durable.v1.WatchEvent.task_queues:type_name -> durable.v1.TaskQueueList
-	77,  // 98: durable.v1.WritesState.since:type_name -> google.protobuf.Timestamp
-	77,  // 99: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
-	41,  // 100: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
-	63,  // 101: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
-	42,  // 102: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
-	51,  // 103: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
-	77,  // 104: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
-	66,  // 105: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
-	72,  // 106: durable.v1.ListTaskQueuesResponse.task_queues:type_name -> durable.v1.TaskQueue
-	77,  // 107: durable.v1.ListTaskQueuesResponse.server_time:type_name -> google.protobuf.Timestamp
-	72,  // 108: durable.v1.TaskQueueList.task_queues:type_name -> durable.v1.TaskQueue
-	73,  // 109: durable.v1.TaskQueue.pollers:type_name -> durable.v1.Poller
-	74,  // 110: durable.v1.TaskQueue.workflow_tasks:type_name -> durable.v1.TaskBacklog
-	74,  // 111: durable.v1.TaskQueue.activity_tasks:type_name -> durable.v1.TaskBacklog
-	75,  // 112: durable.v1.TaskQueue.leases:type_name -> durable.v1.WorkerLeases
-	6,   // 113: durable.v1.Poller.kind:type_name -> durable.v1.TaskKind
-	77,  // 114: durable.v1.Poller.last_poll_time:type_name -> google.protobuf.Timestamp
-	77,  // 115: durable.v1.TaskBacklog.oldest_ready_time:type_name -> google.protobuf.Timestamp
-	17,  // 116: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
-	20,  // 117: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
-	21,  // 118: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
-	22,  // 119: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
-	25,  // 120: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
-	26,  // 121: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
-	27,  // 122: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
-	29,  // 123: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
-	31,  // 124: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
-	33,  // 125: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
-	35,  // 126: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
-	37,  // 127: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
-	39,  // 128: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
-	44,  // 129: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
-	47,  // 130: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
-	48,  // 131: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
-	50,  // 132: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
-	52,  // 133: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
-	53,  // 134: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
-	55,  // 135: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
-	57,  // 136: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
-	59,  // 137: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
-	62,  // 138: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
-	67,  // 139: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
-	69,  // 140: durable.v1.Durable.ListTaskQueues:input_type -> durable.v1.ListTaskQueuesRequest
-	18,  // 141: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
-	7,   // 142: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
-	7,   // 143: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
-	24,  // 144: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
-	7,   // 145: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
-	7,   // 146: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
-	28,  // 147: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
-	30,  // 148: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
-	32,  // 149: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
-	34,  // 150: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
-	36,  // 151: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
-	38,  // 152: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
-	40,  // 153: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
-	45,  // 154: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
-	46,  // 155: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
-	49,  // 156: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
-	46,  // 157: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
-	51,  // 158: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
-	54,  // 159: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
-	56,  // 160: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
-	58,  // 161: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
-	61,  // 162: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
-	64,  // 163: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
-	68,  // 164: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
-	70,  // 165: durable.v1.Durable.ListTaskQueues:output_type -> durable.v1.ListTaskQueuesResponse
-	141, // [141:166] is the sub-list for method output_type
-	116, // [116:141] is the sub-list for method input_type
-	116, // [116:116] is the sub-list for extension type_name
-	116, // [116:116] is the sub-list for extension extendee
-	0,   // [0:116] is the sub-list for field type_name
+	77,  // 15: durable.v1.WorkflowInfo.workflow_task_ready_time:type_name -> google.protobuf.Timestamp
+	77,  // 16: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
+	77,  // 17: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
+	10,  // 18: durable.v1.AttemptRecord.failure:type_name -> durable.v1.Failure
+	2,   // 19: durable.v1.PendingActivity.state:type_name -> durable.v1.ActivityState
+	77,  // 20: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
+	77,  // 21: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
+	77,  // 22: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
+	77,  // 23: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
+	10,  // 24: durable.v1.PendingActivity.last_failure:type_name -> durable.v1.Failure
+	77,  // 25: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	9,   // 26: durable.v1.PendingActivity.options:type_name -> durable.v1.ActivityOptions
+	13,  // 27: durable.v1.PendingActivity.attempts:type_name -> durable.v1.AttemptRecord
+	77,  // 28: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
+	77,  // 29: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
+	9,   // 30: durable.v1.PendingActivity.options_in_force:type_name -> durable.v1.ActivityOptions
+	14,  // 31: durable.v1.FinishedActivity.activity:type_name -> durable.v1.PendingActivity
+	77,  // 32: durable.v1.FinishedActivity.finished_time:type_name -> google.protobuf.Timestamp
+	11,  // 33: durable.v1.PollWorkflowTaskResponse.history:type_name -> durable.v1.HistoryEvent
+	3,   // 34: durable.v1.Command.type:type_name -> durable.v1.CommandType
+	9,   // 35: durable.v1.Command.activity_options:type_name -> durable.v1.ActivityOptions
+	76,  // 36: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
+	10,  // 37: durable.v1.Command.failure:type_name -> durable.v1.Failure
+	19,  // 38: durable.v1.CompleteWorkflowTaskRequest.commands:type_name -> durable.v1.Command
+	10,  // 39: durable.v1.FailWorkflowTaskRequest.failure:type_name -> durable.v1.Failure
+	77,  // 40: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
+	77,  // 41: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
+	77,  // 42: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
+	76,  // 43: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
+	23,  // 44: durable.v1.PollActivityTaskResponse.tasks:type_name -> durable.v1.ActivityTask
+	10,  // 45: durable.v1.FailActivityRequest.failure:type_name -> durable.v1.Failure
+	77,  // 46: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	12,  // 47: durable.v1.DescribeWorkflowResponse.workflow:type_name -> durable.v1.WorkflowInfo
+	14,  // 48: durable.v1.DescribeWorkflowResponse.pending_activities:type_name -> durable.v1.PendingActivity
+	15,  // 49: durable.v1.DescribeWorkflowResponse.finished_activities:type_name -> durable.v1.FinishedActivity
+	11,  // 50: durable.v1.GetWorkflowHistoryResponse.events:type_name -> durable.v1.HistoryEvent
+	1,   // 51: durable.v1.ListWorkflowsRequest.status:type_name -> durable.v1.WorkflowStatus
+	12,  // 52: durable.v1.ListWorkflowsResponse.workflows:type_name -> durable.v1.WorkflowInfo
+	77,  // 53: durable.v1.ListDeadLettersRequest.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	77,  // 54: durable.v1.ListDeadLettersRequest.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	14,  // 55: durable.v1.ListDeadLettersResponse.dead_letters:type_name -> durable.v1.PendingActivity
+	42,  // 56: durable.v1.RedriveDeadLetterRequest.edit:type_name -> durable.v1.OptionsPatch
+	14,  // 57: durable.v1.RedriveDeadLetterResponse.activity:type_name -> durable.v1.PendingActivity
+	77,  // 58: durable.v1.DeadLetterFilter.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	77,  // 59: durable.v1.DeadLetterFilter.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	43,  // 60: durable.v1.OptionsPatch.non_retryable:type_name -> durable.v1.StringList
+	76,  // 61: durable.v1.OptionsPatch.start_to_close_timeout:type_name -> google.protobuf.Duration
+	76,  // 62: durable.v1.OptionsPatch.heartbeat_timeout:type_name -> google.protobuf.Duration
+	76,  // 63: durable.v1.OptionsPatch.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	41,  // 64: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
+	63,  // 65: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
+	42,  // 66: durable.v1.RedriveDeadLettersRequest.edit:type_name -> durable.v1.OptionsPatch
+	46,  // 67: durable.v1.RedriveDeadLettersResponse.operation:type_name -> durable.v1.Operation
+	14,  // 68: durable.v1.RedriveDeadLettersResponse.preview:type_name -> durable.v1.PendingActivity
+	4,   // 69: durable.v1.Operation.state:type_name -> durable.v1.OperationState
+	41,  // 70: durable.v1.Operation.filter:type_name -> durable.v1.DeadLetterFilter
+	42,  // 71: durable.v1.Operation.edit:type_name -> durable.v1.OptionsPatch
+	77,  // 72: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
+	77,  // 73: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
+	46,  // 74: durable.v1.ListOperationsResponse.operations:type_name -> durable.v1.Operation
+	42,  // 75: durable.v1.PolicyOverride.patch:type_name -> durable.v1.OptionsPatch
+	77,  // 76: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
+	42,  // 77: durable.v1.SetPolicyOverrideRequest.patch:type_name -> durable.v1.OptionsPatch
+	51,  // 78: durable.v1.ListPolicyOverridesResponse.overrides:type_name -> durable.v1.PolicyOverride
+	51,  // 79: durable.v1.ClearPolicyOverrideResponse.cleared:type_name -> durable.v1.PolicyOverride
+	2,   // 80: durable.v1.ListActivitiesRequest.state:type_name -> durable.v1.ActivityState
+	14,  // 81: durable.v1.ListActivitiesResponse.activities:type_name -> durable.v1.PendingActivity
+	77,  // 82: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
+	76,  // 83: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
+	76,  // 84: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
+	76,  // 85: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
+	76,  // 86: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
+	9,   // 87: durable.v1.ActivityTypeStats.options_in_force:type_name -> durable.v1.ActivityOptions
+	60,  // 88: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
+	5,   // 89: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
+	14,  // 90: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
+	12,  // 91: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
+	63,  // 92: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
+	77,  // 93: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
+	66,  // 94: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
+	46,  // 95: durable.v1.WatchEvent.operations:type_name -> durable.v1.Operation
+	51,  // 96: durable.v1.WatchEvent.policy_overrides:type_name -> durable.v1.PolicyOverride
+	65,  // 97: durable.v1.WatchEvent.writes:type_name -> durable.v1.WritesState
+	71,  // 98: durable.v1.WatchEvent.task_queues:type_name -> durable.v1.TaskQueueList
+	77,  // 99: durable.v1.WritesState.since:type_name -> google.protobuf.Timestamp
+	77,  // 100: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	41,  // 101: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
+	63,  // 102: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
+	42,  // 103: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
+	51,  // 104: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
+	77,  // 105: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
+	66,  // 106: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
+	72,  // 107: durable.v1.ListTaskQueuesResponse.task_queues:type_name -> durable.v1.TaskQueue
+	77,  // 108: durable.v1.ListTaskQueuesResponse.server_time:type_name -> google.protobuf.Timestamp
+	72,  // 109: durable.v1.TaskQueueList.task_queues:type_name -> durable.v1.TaskQueue
+	73,  // 110: durable.v1.TaskQueue.pollers:type_name -> durable.v1.Poller
+	74,  // 111: durable.v1.TaskQueue.workflow_tasks:type_name -> durable.v1.TaskBacklog
+	74,  // 112: durable.v1.TaskQueue.activity_tasks:type_name -> durable.v1.TaskBacklog
+	75,  // 113: durable.v1.TaskQueue.leases:type_name -> durable.v1.WorkerLeases
+	6,   // 114: durable.v1.Poller.kind:type_name -> durable.v1.TaskKind
+	77,  // 115: durable.v1.Poller.last_poll_time:type_name -> google.protobuf.Timestamp
+	77,  // 116: durable.v1.TaskBacklog.oldest_ready_time:type_name -> google.protobuf.Timestamp
+	17,  // 117: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
+	20,  // 118: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
+	21,  // 119: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
+	22,  // 120: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
+	25,  // 121: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
+	26,  // 122: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
+	27,  // 123: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
+	29,  // 124: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
+	31,  // 125: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
+	33,  // 126: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
+	35,  // 127: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
+	37,  // 128: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
+	39,  // 129: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
+	44,  // 130: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
+	47,  // 131: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
+	48,  // 132: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
+	50,  // 133: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
+	52,  // 134: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
+	53,  // 135: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
+	55,  // 136: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
+	57,  // 137: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
+	59,  // 138: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
+	62,  // 139: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
+	67,  // 140: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
+	69,  // 141: durable.v1.Durable.ListTaskQueues:input_type -> durable.v1.ListTaskQueuesRequest
+	18,  // 142: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
+	7,   // 143: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
+	7,   // 144: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
+	24,  // 145: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
+	7,   // 146: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
+	7,   // 147: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
+	28,  // 148: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
+	30,  // 149: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
+	32,  // 150: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
+	34,  // 151: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
+	36,  // 152: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
+	38,  // 153: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
+	40,  // 154: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
+	45,  // 155: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
+	46,  // 156: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
+	49,  // 157: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
+	46,  // 158: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
+	51,  // 159: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
+	54,  // 160: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
+	56,  // 161: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
+	58,  // 162: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
+	61,  // 163: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
+	64,  // 164: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
+	68,  // 165: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
+	70,  // 166: durable.v1.Durable.ListTaskQueues:output_type -> durable.v1.ListTaskQueuesResponse
+	142, // [142:167] is the sub-list for method output_type
+	117, // [117:142] is the sub-list for method input_type
+	117, // [117:117] is the sub-list for extension type_name
+	117, // [117:117] is the sub-list for extension extendee
+	0,   // [0:117] is the sub-list for field type_name
 }
 
 func init() { file_durable_v1_durable_proto_init() }

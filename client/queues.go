@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/tinyllm/durable/activity"
@@ -56,14 +57,20 @@ func (w Wait) String(now time.Time) string {
 	return s
 }
 
+// waitSpan formats a wait as wf writes spans: 0.4s, 5.9s, 42s, 4m05s,
+// 2h10m.
 func waitSpan(d time.Duration) string {
 	switch {
 	case d < 0:
 		return "0s"
+	case d < 10*time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
 	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	default:
-		return d.Round(time.Second).String()
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 }
 

@@ -64,6 +64,7 @@ type Engine struct {
 	pollers       map[pollerKey]*pollerSeen  // workers polling, see taskqueue.go
 	janitorDone   chan struct{}
 	statsDone     chan struct{}
+	queuesDone    chan struct{} // closes when the task queue shower stops
 	// trailJanitorDone closes when the janitor of finished activities stops.
 	trailJanitorDone chan struct{}
 
@@ -119,6 +120,7 @@ func New(store Store, opts Options) (*Engine, error) {
 		pollers:       map[pollerKey]*pollerSeen{},
 		janitorDone:   make(chan struct{}),
 		statsDone:     make(chan struct{}),
+		queuesDone:    make(chan struct{}),
 		ops:           map[int64]*opRun{},
 		opsWake:       make(chan struct{}, 1),
 		opsDone:       make(chan struct{}),
@@ -155,6 +157,7 @@ func New(store Store, opts Options) (*Engine, error) {
 	go e.statsJanitor()
 	go e.trailJanitor()
 	go e.releaser()
+	go e.queueShower()
 	return e, nil
 }
 
@@ -180,6 +183,7 @@ func (e *Engine) Close() error {
 	<-e.loopDone
 	<-e.janitorDone
 	<-e.statsDone
+	<-e.queuesDone
 	<-e.trailJanitorDone
 	<-e.opsDone
 	<-e.batcherDone

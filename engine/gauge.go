@@ -203,7 +203,9 @@ func (t *trackTx) DeleteActivity(workflowID, activityID string) error {
 
 func (t *trackTx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
 	w, err := t.Tx.GetWorkflow(id)
-	if err == nil && !slices.ContainsFunc(t.seenWorkflows, func(s seenWorkflow) bool { return s.id == id }) {
+	// A workflow not found stands nowhere: a StartWorkflow that looked
+	// first does not read it again when it writes it.
+	if (err == nil || errors.Is(err, ErrNotFound)) && !slices.ContainsFunc(t.seenWorkflows, func(s seenWorkflow) bool { return s.id == id }) {
 		t.seenWorkflows = append(t.seenWorkflows, seenWorkflow{id: id, spot: workflowSpot(w)})
 	}
 	return w, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // The engine keeps, per task queue, the books an operator needs to tell a
@@ -311,4 +312,80 @@ func showWorkflowTask(w *durablev1.WorkflowRecord) {
 		return
 	}
 	in.WorkflowTaskReadyTime, in.WorkflowTaskAttempt = nil, 0
+}
+
+// Watchers hear of the task queues as a whole list, at most once every
+// queuesShowEvery and only when the list changed in what it says (pollers
+// come or go or park, counts, oldest, stalled). A poll time alone changes
+// with every poll; it is sent with the next other change, or after
+// queuesRefreshEvery.
+const (
+	queuesShowEvery    = time.Second
+	queuesRefreshEvery = 10 * time.Second
+)
+
+// queueShower is the goroutine that sends watchers the task queues: each
+// watcher gets the list when it differs from the last one it got (in its
+// snapshot or from here).
+func (e *Engine) queueShower() {
+	defer close(e.queuesDone)
+	for {
+		select {
+		case <-e.clock.After(queuesShowEvery):
+		case <-e.closeCh:
+			return
+		}
+		e.mu.Lock()
+		if len(e.watchers) > 0 {
+			now := e.now()
+			qs := e.taskQueuesLocked(now)
+			var ev *durablev1.WatchEvent
+			for w := range e.watchers {
+				if sameQueues(w.queues, qs, now.Sub(w.queuesAt) < queuesRefreshEvery) {
+					continue
+				}
+				if ev == nil {
+					ev = &durablev1.WatchEvent{
+						Kind:       durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT,
+						ServerTime: ts(now),
+						TaskQueues: &durablev1.TaskQueueList{TaskQueues: qs},
+					}
+				}
+				w.queues, w.queuesAt = qs, now
+				select {
+				case w.ch <- ev:
+				default:
+					w.stop(ErrWatchLagged)
+					delete(e.watchers, w)
+				}
+			}
+		}
+		e.mu.Unlock()
+	}
+}
+
+// sameQueues reports whether two lists say the same, poll times aside
+// when ignorePollTimes.
+func sameQueues(a, b []*durablev1.TaskQueue, ignorePollTimes bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if ignorePollTimes {
+			x, y = withoutPollTimes(x), withoutPollTimes(y)
+		}
+		if !proto.Equal(x, y) {
+			return false
+		}
+	}
+	return true
+}
+
+func withoutPollTimes(q *durablev1.TaskQueue) *durablev1.TaskQueue {
+	q = proto.CloneOf(q)
+	for _, p := range q.GetPollers() {
+		p.LastPollTime = nil
+	}
+	return q
 }

@@ -240,3 +240,60 @@ func TestAWorkflowShowsWhenItsTaskBecameDueWhileItWaitsForAWorker(t *testing.T) 
 		t.Fatalf("taken by a worker: %v, want no workflow task fields", w)
 	}
 }
+
+func TestWatchSendsTheTaskQueuesAtMostOnceASecondAndOnlyWhenTheyChange(t *testing.T) {
+	h := setup(t, engine.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := make(chan *durablev1.WatchEvent, 100)
+	go h.e.Watch(ctx, &durablev1.WatchRequest{}, func(ev *durablev1.WatchEvent) error {
+		events <- ev
+		return nil
+	})
+	// nextQueues returns the next event that carries the task queues,
+	// failing after 5 s.
+	nextQueues := func() *durablev1.WatchEvent {
+		t.Helper()
+		timeout := time.After(5 * time.Second)
+		for {
+			select {
+			case ev := <-events:
+				if ev.GetTaskQueues() != nil {
+					return ev
+				}
+			case <-timeout:
+				t.Fatal("no task queues within 5s")
+				return nil
+			}
+		}
+	}
+	done := nextQueues()
+	if done.GetKind() != durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE || len(done.GetTaskQueues().GetTaskQueues()) != 0 {
+		t.Fatalf("first task queues: %v, want an empty list in SNAPSHOT_DONE", done)
+	}
+
+	h.start("a", "Flaky")
+	h.clock.Advance(time.Second)
+	up := nextQueues()
+	if qs := up.GetTaskQueues().GetTaskQueues(); up.GetKind() != durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT || len(qs) != 1 || !qs[0].GetStalled() {
+		t.Fatalf("a second after a workflow started on a queue nobody polls: %v", up)
+	}
+
+	// Nothing changed: nothing sent, however many seconds pass.
+	for range 3 {
+		h.clock.Advance(time.Second)
+	}
+	h.start("b", "Flaky") // a change, then one list for it
+	h.clock.Advance(time.Second)
+	up = nextQueues()
+	if wt := up.GetTaskQueues().GetTaskQueues()[0].GetWorkflowTasks(); wt.GetReady() != 2 {
+		t.Fatalf("after a second workflow: %v, want 2 ready (and no list sent for the seconds without a change)", up)
+	}
+	select {
+	case ev := <-events:
+		if ev.GetTaskQueues() != nil {
+			t.Fatalf("a second list for one change: %v", ev)
+		}
+	default:
+	}
+}

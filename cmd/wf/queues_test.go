@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -119,4 +121,25 @@ func lineWith(s, sub string) string {
 		}
 	}
 	return ""
+}
+
+func TestWatchPrintsOneLinePerTaskQueue(t *testing.T) {
+	var b strings.Builder
+	now := time.Date(2026, 1, 1, 6, 14, 5, 0, time.UTC)
+	err := printEvent(&b, &durablev1.WatchEvent{
+		Kind:       durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT,
+		ServerTime: timestamppb.New(now),
+		TaskQueues: &durablev1.TaskQueueList{TaskQueues: []*durablev1.TaskQueue{{
+			Name:          "orders",
+			WorkflowTasks: &durablev1.TaskBacklog{Ready: 1, OldestReadyTime: timestamppb.New(now.Add(-5900 * time.Millisecond)), Stalled: true},
+			ActivityTasks: &durablev1.TaskBacklog{Later: 2},
+			Stalled:       true,
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "queue orders pollers=0 backlog=0 later=2 oldest=5.9s wf-tasks=1 leases=0 no poller (workflow tasks)") {
+		t.Errorf("watch line:\n%s", b.String())
+	}
 }

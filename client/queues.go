@@ -57,12 +57,14 @@ func (w Wait) String(now time.Time) string {
 	return s
 }
 
-// waitSpan formats a wait as wf writes spans: 0.4s, 5.9s, 42s, 4m05s,
+// waitSpan formats a wait as wf writes spans: 850ms, 5.9s, 42s, 4m05s,
 // 2h10m.
 func waitSpan(d time.Duration) string {
 	switch {
 	case d < 0:
 		return "0s"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
 	case d < 10*time.Second:
 		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
 	case d < time.Minute:

@@ -3,29 +3,34 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
+// attemptColumns give the cause its width first: the failure and the
+// heartbeat share what is spare (prio 0, capped until the others have had
+// what they need), then the state and the wait reason, ids last. At 80
+// columns the heartbeat and then the wait reason go, never the failure.
 var attemptColumns = []column{
-	{title: "WORKFLOW", min: 12, grow: 2},
-	{title: "ACTIVITY", min: 14, grow: 2},
-	{title: "STATE", min: 13},
+	{title: "WORKFLOW", min: 12, prio: 2, mid: true},
+	{title: "ACTIVITY", min: 12, prio: 2},
+	{title: "STATE", min: 9, prio: 1},
 	{title: "TRY", min: 5},
-	{title: "NEXT", min: 7},
-	{title: "WAITING ON", min: 17},
-	{title: "LAST FAILURE", min: 16, grow: 4, drop: 1},
-	{title: "HEARTBEAT", min: 10, drop: 2},
-	{title: "PROGRESS", min: 10, grow: 2, drop: 3},
+	{title: "NEXT", min: 13},
+	{title: "WAITING ON", min: 17, prio: 1, drop: 1},
+	{title: "LAST FAILURE", min: 20, max: 40, keep: 32},
+	{title: "HEARTBEAT", min: 16, max: 24, drop: 2},
 }
 
 func isDead(a *durablev1.PendingActivity) bool {
 	return a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED
 }
 
-func (m Model) attemptCells(a *durablev1.PendingActivity) []cell {
-	st := m.styles
+// attemptCells is one row; st is shared by every row of a render, so that
+// the cells' style pointers cost one copy of the styles, not one a row.
+func (m Model) attemptCells(st *Styles, a *durablev1.PendingActivity) []cell {
 	w := waitOf(a, m.now)
 	stateStyle := st.state(a.GetState())
 	var cdStyle, whyStyle = &st.Row, &st.Muted
@@ -35,14 +40,19 @@ func (m Model) attemptCells(a *durablev1.PendingActivity) []cell {
 	return []cell{
 		{text: activity.EscapeID(a.GetWorkflowId())},
 		{text: activity.EscapeID(a.GetActivityId()) + " " + activity.EscapeID(a.GetActivityType())},
-		{text: stateName(a.GetState()), style: &stateStyle},
+		{text: stateName(a.GetState()), short: shortStateName(a.GetState()), style: &stateStyle},
 		{text: fmt.Sprintf("%d/%d", a.GetAttempt(), a.GetMaxAttempts())},
 		{text: w.countdown, style: cdStyle},
-		{text: w.reason, style: whyStyle},
+		{text: w.reason, short: w.shortReason(), style: whyStyle},
 		{text: failureLine(a.GetLastFailure()), style: &st.Failed},
-		{text: age(m.now, a.GetLastHeartbeatTime()), style: &st.Muted},
-		{text: preview(a.GetHeartbeatDetails()), style: &st.Muted},
+		{text: heartbeatLine(m.now, a), style: &st.Muted},
 	}
+}
+
+// heartbeatLine is the last heartbeat's age and what it reported:
+// "1.5s ago file=part-0003 offset=1048576".
+func heartbeatLine(now time.Time, a *durablev1.PendingActivity) string {
+	return strings.TrimSpace(age(now, a.GetLastHeartbeatTime()) + " " + activity.SummarizeDetails(a.GetHeartbeatDetails()))
 }
 
 // attemptsView renders only the rows on screen, whatever the total.
@@ -50,13 +60,14 @@ func (m Model) attemptsView(h int) string {
 	if m.st.attempts.set.Len() == 0 {
 		return m.emptyView("no pending activities")
 	}
-	shown, widths := layout(attemptColumns, m.width)
 	l := m.lists[screenAttempts]
-	lines := []string{renderHeader(m.styles, attemptColumns, shown, widths)}
-	for i, a := range m.st.attempts.set.Window(l.offset, h-1) {
-		lines = append(lines, renderRow(m.styles, m.attemptCells(a), shown, widths, l.offset+i == l.cursor))
+	window := m.st.attempts.set.Window(l.offset, h-1)
+	rows := make([][]cell, len(window))
+	st := m.styles
+	for i, a := range window {
+		rows[i] = m.attemptCells(&st, a)
 	}
-	return strings.Join(lines, "\n")
+	return renderTable(m.styles, attemptColumns, rows, m.width, l.cursor-l.offset)
 }
 
 func (m Model) emptyView(what string) string {

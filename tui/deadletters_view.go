@@ -2,31 +2,33 @@ package tui
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
+// deadColumns give the failure every spare cell before the ids, whose
+// ends stay ("order-…-0991").
 var deadColumns = []column{
-	{title: "WORKFLOW", min: 12, grow: 2},
-	{title: "ACTIVITY", min: 14, grow: 2},
+	{title: "WORKFLOW", min: 12, prio: 2, mid: true},
+	{title: "ACTIVITY", min: 12, prio: 2},
 	{title: "TRIES", min: 5},
-	{title: "FAILURE", min: 20, grow: 5},
-	{title: "DEAD FOR", min: 10},
-	{title: "REDRIVES", min: 8, drop: 1},
+	{title: "FAILURE", min: 20, keep: 40},
+	{title: "DEAD FOR", min: 9, prio: 1},
+	{title: "REDRIVES", min: 8, prio: 1, drop: 1},
 }
 
+// groupColumns: one line per outage, its latest message as wide as it can
+// be once the type and counts are whole.
 var groupColumns = []column{
-	{title: "FAILURE TYPE", min: 16, grow: 2},
+	{title: "FAILURE TYPE", min: 16},
 	{title: "COUNT", min: 7},
-	{title: "FIRST SEEN", min: 12},
-	{title: "LAST SEEN", min: 12},
-	{title: "LATEST MESSAGE", min: 10, grow: 3, drop: 1},
+	{title: "FIRST SEEN", min: 12, prio: 1},
+	{title: "LAST SEEN", min: 12, prio: 1},
+	{title: "LATEST MESSAGE", min: 10, prio: 2, drop: 1},
 }
 
-func (m Model) deadCells(a *durablev1.PendingActivity) []cell {
-	st := m.styles
+func (m Model) deadCells(st *Styles, a *durablev1.PendingActivity) []cell {
 	return []cell{
 		{text: activity.EscapeID(a.GetWorkflowId())},
 		{text: activity.EscapeID(a.GetActivityId()) + " " + activity.EscapeID(a.GetActivityType())},
@@ -37,8 +39,7 @@ func (m Model) deadCells(a *durablev1.PendingActivity) []cell {
 	}
 }
 
-func (m Model) groupCells(g *failureGroup) []cell {
-	st := m.styles
+func (m Model) groupCells(st *Styles, g *failureGroup) []cell {
 	latest := g.members.At(0)
 	return []cell{
 		{text: activity.EscapeID(g.typ), style: &st.Failed},
@@ -53,21 +54,21 @@ func (m Model) deadLettersView(h int) string {
 	if m.st.dead.set.Len() == 0 {
 		return m.emptyView("no dead letters")
 	}
+	st := m.styles // one copy for every row's style pointers
 	if m.grouped {
-		shown, widths := layout(groupColumns, m.width)
 		l := m.groupList
-		lines := []string{renderHeader(m.styles, groupColumns, shown, widths)}
 		end := min(l.offset+h-1, len(m.st.dead.groupOrder))
+		var rows [][]cell
 		for i := l.offset; i < end; i++ {
-			lines = append(lines, renderRow(m.styles, m.groupCells(m.st.dead.groupOrder[i]), shown, widths, i == l.cursor))
+			rows = append(rows, m.groupCells(&st, m.st.dead.groupOrder[i]))
 		}
-		return strings.Join(lines, "\n")
+		return renderTable(m.styles, groupColumns, rows, m.width, l.cursor-l.offset)
 	}
-	shown, widths := layout(deadColumns, m.width)
 	l := m.lists[screenDeadLetters]
-	lines := []string{renderHeader(m.styles, deadColumns, shown, widths)}
-	for i, a := range m.st.dead.set.Window(l.offset, h-1) {
-		lines = append(lines, renderRow(m.styles, m.deadCells(a), shown, widths, l.offset+i == l.cursor))
+	window := m.st.dead.set.Window(l.offset, h-1)
+	rows := make([][]cell, len(window))
+	for i, a := range window {
+		rows[i] = m.deadCells(&st, a)
 	}
-	return strings.Join(lines, "\n")
+	return renderTable(m.styles, deadColumns, rows, m.width, l.cursor-l.offset)
 }

@@ -12,7 +12,13 @@
 // The console shows that progress under the header until the operation
 // finishes (operations.go keeps what Watch said of each, only ever moving a
 // record forward), lists every operation on its own screen
-// (operations_view.go), and cancels one after a confirmation (opcancel.go). State is kept in maps plus sorted slices
+// (operations_view.go), and cancels one after a confirmation (opcancel.go).
+//
+// The home view is sorted by urgency (urgency.go: overdue, dead-lettered,
+// retrying by attempt, running, scheduled, as a pure order with the rank each
+// row was placed with; home_order.go re-places a row when the clock makes it
+// overdue). Tables give width by priority (table.go's allocate: the failure
+// and the heartbeat before ids, ids cut in their middle). State is kept in maps plus sorted slices
 // updated by binary search, and only the visible rows are rendered, so an
 // update costs in proportion to what changed even with tens of thousands of
 // activities.

@@ -34,6 +34,14 @@ func stateName(s durablev1.ActivityState) string {
 	return "unknown"
 }
 
+// shortStateName is the state in a narrow column.
+func shortStateName(s durablev1.ActivityState) string {
+	if s == durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED {
+		return "dead"
+	}
+	return stateName(s)
+}
+
 func statusName(s durablev1.WorkflowStatus) string {
 	switch s {
 	case durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING:
@@ -96,19 +104,32 @@ type wait struct {
 	stuck     bool   // due and nobody is taking it
 }
 
+// shortReason is the reason in a narrow column.
+func (w wait) shortReason() string {
+	switch w.reason {
+	case "no worker polling":
+		return "no worker"
+	case "lease expired":
+		return "expired"
+	}
+	return ""
+}
+
 func waitOf(a *durablev1.PendingActivity, now time.Time) wait {
 	switch a.GetState() {
 	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
-		due := a.GetNextAttemptTime()
-		if due == nil {
-			due = a.GetScheduledTime()
+		due, ok := dueTime(a)
+		if !ok {
+			return wait{reason: "queued"}
 		}
-		left := due.AsTime().Sub(now)
+		left := due.Sub(now)
 		if left > 0 {
 			return wait{countdown: span(left), reason: "backoff", urgent: left < 10*time.Second}
 		}
-		if -left > noWorkerAfter {
-			return wait{countdown: "due now", reason: "no worker polling", stuck: true}
+		if over, _ := overdueFrom(a); now.After(over) {
+			// Counted from when it fell due: that is how long the work
+			// has been late.
+			return wait{countdown: "overdue " + span(-left), reason: "no worker polling", urgent: -left < 10*time.Second, stuck: true}
 		}
 		return wait{countdown: "due now", reason: "queued", urgent: true}
 	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
@@ -116,8 +137,8 @@ func waitOf(a *durablev1.PendingActivity, now time.Time) wait {
 			return wait{reason: "lease"}
 		}
 		left := a.GetLeaseDeadline().AsTime().Sub(now)
-		if left <= 0 {
-			return wait{countdown: "expired", reason: "lease", urgent: true}
+		if left < 0 {
+			return wait{countdown: "overdue " + span(-left), reason: "lease expired", urgent: -left < 10*time.Second, stuck: true}
 		}
 		return wait{countdown: span(left), reason: "lease", urgent: left < 10*time.Second}
 	case durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED:

@@ -93,6 +93,11 @@ func TestGoldenViews(t *testing.T) {
 		{name: "CancelDialog", backend: opsBackend, keys: []string{"5", "x"}, waitFor: "Cancel op-6?"},
 		{name: "CancelDialogReason", backend: opsBackend, keys: []string{"5", "x", "e", "INC-7 the fix did not hold"}, waitFor: "did not hold"},
 		{name: "RedriveRunning", backend: fixtureBackend, keys: []string{"2", "R", "y"}, waitFor: "op-7 redriving"},
+		// Overdue rows first, saying for how long; ids cut in the middle.
+		{name: "Overdue", backend: outageBackend, waitFor: "overdue 3m05s"},
+		{name: "OverdueDeadLettersHidden", backend: outageBackend, keys: []string{"D"}, waitFor: "dead letters hidden"},
+		{name: "OverdueByNextDue", backend: outageBackend, keys: []string{"s", "s"}, waitFor: "sorted by next due"},
+		{name: "OverdueDeadLetters", backend: outageBackend, keys: []string{"2"}, waitFor: "DEAD FOR"},
 		{name: "Disconnected", backend: func() *fakeBackend {
 			f := fixtureBackend()
 			f.scripts = []script{
@@ -114,7 +119,7 @@ func TestGoldenViews(t *testing.T) {
 				// Output is consumed as it is read: wait for the first screen
 				// only when keys will produce another.
 				if len(c.keys) > 0 || c.waitFor == "" {
-					waitFor(t, tm, "order-1001")
+					waitFor(t, tm, "live")
 				}
 				for _, k := range keys(c.keys...) {
 					tm.Send(k)

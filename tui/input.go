@@ -83,6 +83,12 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			m.grouped = !m.grouped
 			return m.clampAll(), nil
 		}
+	case key.Matches(msg, k.Sort) && m.screen == screenAttempts:
+		return m.cycleSort(), nil
+	case key.Matches(msg, k.NextStuck) && m.screen == screenAttempts:
+		return m.nextStuck(), nil
+	case key.Matches(msg, k.HideDead) && m.screen == screenAttempts:
+		return m.toggleDead(), nil
 	case key.Matches(msg, k.Redrive):
 		return m.redriveSelected(), nil
 	case key.Matches(msg, k.RedriveAll):

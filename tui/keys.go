@@ -24,6 +24,9 @@ type KeyMap struct {
 	RedriveAll key.Binding
 	Group      key.Binding
 	CancelOp   key.Binding
+	Sort       key.Binding
+	NextStuck  key.Binding
+	HideDead   key.Binding
 	Help       key.Binding
 	Quit       key.Binding
 	// The keys of a dialog (a redrive, or the cancel of an operation).
@@ -55,6 +58,9 @@ func DefaultKeyMap() KeyMap {
 		RedriveAll: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "redrive all shown")),
 		Group:      key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "group by failure")),
 		CancelOp:   key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "cancel operation")),
+		Sort:       key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
+		NextStuck:  key.NewBinding(key.WithKeys("!"), key.WithHelp("!", "next stuck")),
+		HideDead:   key.NewBinding(key.WithKeys("D"), key.WithHelp("D", "hide/show dead letters")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),
@@ -93,7 +99,8 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 	var own, full []key.Binding // full: what ? lists, when more than own
 	switch s {
 	case screenAttempts:
-		own = []key.Binding{k.Open, k.Filter}
+		own = []key.Binding{k.NextStuck, k.Sort, k.Open, k.Filter}
+		full = []key.Binding{k.NextStuck, k.Sort, k.HideDead, k.Open, k.Filter}
 	case screenDeadLetters:
 		own = []key.Binding{k.Redrive, k.RedriveAll, k.Group, k.Open, k.Filter}
 		full = []key.Binding{k.Redrive, k.RedriveAll, reason, k.CancelOp, k.Group, k.Open, k.Filter}

@@ -95,22 +95,28 @@ type activityList struct {
 	// Dead letters only: groups by failure type, largest first.
 	groups     map[string]*failureGroup
 	groupOrder []*failureGroup
+	// The home view only: its order, whether it leaves dead letters to
+	// their own screen, and the urgency each row was placed with.
+	home homeOrder
 }
 
 func newActivityList(onlyDead bool, f filter) *activityList {
-	less := attemptsLess
+	l := &activityList{filter: f, onlyDead: onlyDead}
 	if onlyDead {
-		less = deadLess
-	}
-	l := &activityList{filter: f, onlyDead: onlyDead, set: newSortedSet(less)}
-	if onlyDead {
+		l.set = newSortedSet(deadLess)
 		l.groups = make(map[string]*failureGroup)
+		return l
 	}
+	l.home.rank = make(map[*durablev1.PendingActivity]urgency)
+	l.set = newSortedSet(l.home.less)
 	return l
 }
 
 func (l *activityList) wants(a *durablev1.PendingActivity) bool {
 	if l.onlyDead && a.GetState() != durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED {
+		return false
+	}
+	if l.home.hideDead && isDead(a) {
 		return false
 	}
 	return l.filter.matchActivity(a)
@@ -121,7 +127,11 @@ func (l *activityList) wants(a *durablev1.PendingActivity) bool {
 func (l *activityList) put(key string, old, a *durablev1.PendingActivity) bool {
 	regroup := false
 	if old != nil {
-		if _, ok := l.set.Remove(key); ok && l.groups != nil {
+		gone, ok := l.set.Remove(key)
+		if ok && l.home.rank != nil {
+			delete(l.home.rank, gone)
+		}
+		if ok && l.groups != nil {
 			gk := groupKey(old)
 			if g := l.groups[gk]; g != nil {
 				g.members.Remove(key)
@@ -133,6 +143,9 @@ func (l *activityList) put(key string, old, a *durablev1.PendingActivity) bool {
 		}
 	}
 	if a != nil && l.wants(a) {
+		if l.home.rank != nil {
+			l.home.place(key, a)
+		}
 		l.set.Upsert(key, a)
 		if l.groups != nil {
 			gk := groupKey(a)
@@ -247,6 +260,35 @@ func (s *state) removeActivities(refs []*durablev1.ActivityRef) {
 	}
 }
 
+// advance moves the home view's clock to now: rows that became overdue
+// since move up, each at the cost of an upsert.
+func (s *state) advance(now time.Time) {
+	l := s.attempts
+	for _, p := range l.home.due(now) {
+		if cur, ok := l.set.Get(p.key); ok && cur == p.a && l.home.rank[cur] != urgencyOverdue {
+			l.set.Remove(p.key)
+			l.home.rank[cur] = urgencyOverdue
+			l.set.Upsert(p.key, cur)
+		}
+	}
+	if l.home.stale(l.set.Len()) {
+		l.home.compact(l.set)
+	}
+}
+
+// sortHomeBy orders the home view by k.
+func (s *state) sortHomeBy(k sortKey) {
+	s.attempts.home.key = k
+	s.refilterActivities(false, s.attempts.filter)
+}
+
+// hideDeadFromHome leaves dead letters to their own screen (or brings them
+// back to the home view).
+func (s *state) hideDeadFromHome(hide bool) {
+	s.attempts.home.hideDead = hide
+	s.refilterActivities(false, s.attempts.filter)
+}
+
 func (s *state) upsertWorkflows(wfs []*durablev1.WorkflowInfo) {
 	for _, w := range wfs {
 		s.wfs[w.GetWorkflowId()] = w
@@ -277,6 +319,12 @@ func (l *activityList) load(acts map[string]*durablev1.PendingActivity) {
 			groupItems[gk] = append(groupItems[gk], a)
 		}
 	}
+	if l.home.rank != nil {
+		l.home.reset()
+		for i, a := range items {
+			l.home.place(ids[i], a)
+		}
+	}
 	l.set.load(ids, items)
 	if l.groups != nil {
 		l.groups = make(map[string]*failureGroup, len(byGroup))
@@ -289,9 +337,13 @@ func (l *activityList) load(acts map[string]*durablev1.PendingActivity) {
 	}
 }
 
-// refilterActivities rebuilds a list for a new filter.
+// refilterActivities rebuilds a list for a new filter, keeping the home
+// view's order and clock.
 func (s *state) refilterActivities(dead bool, f filter) {
 	l := newActivityList(dead, f)
+	if !dead && s.attempts != nil {
+		l.home.key, l.home.hideDead, l.home.now = s.attempts.home.key, s.attempts.home.hideDead, s.attempts.home.now
+	}
 	l.load(s.acts)
 	if dead {
 		s.dead = l

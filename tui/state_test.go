@@ -87,6 +87,8 @@ func TestWaitOf(t *testing.T) {
 	}
 	leased := act("w", "1", "T", stStarted, 1, 5)
 	leased.LeaseDeadline = at(90 * time.Second)
+	expired := act("w", "1", "T", stStarted, 1, 5)
+	expired.LeaseDeadline = at(-4 * time.Second)
 	cases := []struct {
 		name      string
 		a         *durablev1.PendingActivity
@@ -96,7 +98,9 @@ func TestWaitOf(t *testing.T) {
 		{"RetryingInBackoff", withNext(stRetrying, 4250*time.Millisecond), "4.2s", "backoff"},
 		{"RetryingLong", withNext(stRetrying, 75*time.Second), "1m15s", "backoff"},
 		{"JustDue", withNext(stScheduled, -time.Second), "due now", "queued"},
-		{"PastDueNobodyPolls", withNext(stScheduled, -3*time.Second), "due now", "no worker polling"},
+		{"PastDueNobodyPolls", withNext(stScheduled, -3*time.Second), "overdue 3.0s", "no worker polling"},
+		{"OverdueForLong", withNext(stRetrying, -42*time.Second), "overdue 42s", "no worker polling"},
+		{"LeasePastDeadline", expired, "overdue 4.0s", "lease expired"},
 		{"Leased", leased, "1m30s", "lease"},
 		{"DeadLetter", act("w", "1", "T", stDead, 5, 5), "", "redrive"},
 	}

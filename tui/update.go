@@ -27,6 +27,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.clampAll(), nil
 	case tickMsg:
 		m.now = msg.now
+		sel := m.selectedKeys()
+		m.st.advance(m.now)
+		m = m.followSelection(sel).clampAll()
 		if m.flash.text != "" && !m.now.Before(m.flash.at.Add(flashFor)) {
 			m.flash = flash{}
 		}
@@ -104,6 +107,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // replace the state at SNAPSHOT_DONE, so a resynchronisation never mixes the
 // old world with the new.
 func (m Model) apply(ev *durablev1.WatchEvent) Model {
+	sel := m.selectedKeys()
+	m.st.advance(m.now)
 	switch ev.GetKind() {
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT:
 		m.conn.stageActs = append(m.conn.stageActs, ev.GetActivities()...)
@@ -132,6 +137,7 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 	if w := ev.GetWrites(); w != nil {
 		m.conn.writes = w
 	}
+	m = m.followSelection(sel)
 	if ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
 		m = m.settle()
 	}

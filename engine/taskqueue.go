@@ -3,6 +3,8 @@ package engine
 import (
 	"cmp"
 	"context"
+	"iter"
+	"maps"
 	"slices"
 	"time"
 
@@ -186,20 +188,12 @@ func (e *Engine) taskQueuesLocked(now time.Time) []*durablev1.TaskQueue {
 	books := make(map[string]QueueBook, len(e.books))
 	for name, b := range e.books {
 		books[name] = QueueBook{
-			WorkflowTasks: dueTimes(b.queued[WorkflowTask]),
-			ActivityTasks: dueTimes(b.queued[ActivityTask]),
+			WorkflowTasks: maps.Values(b.queued[WorkflowTask]),
+			ActivityTasks: maps.Values(b.queued[ActivityTask]),
 			Leases:        b.leases,
 		}
 	}
 	return SummarizeQueues(books, pollers, now)
-}
-
-func dueTimes(m map[taskRef]time.Time) []time.Time {
-	out := make([]time.Time, 0, len(m))
-	for _, t := range m {
-		out = append(out, t)
-	}
-	return out
 }
 
 // PollerState is one poller as SummarizeQueues reads it.
@@ -211,10 +205,10 @@ type PollerState struct {
 	Last     time.Time
 }
 
-// QueueBook is one queue's queued tasks (their due times) and leases per
-// worker, as SummarizeQueues reads them.
+// QueueBook is one queue's queued tasks (their due times, read once) and
+// leases per worker, as SummarizeQueues reads them.
 type QueueBook struct {
-	WorkflowTasks, ActivityTasks []time.Time
+	WorkflowTasks, ActivityTasks iter.Seq[time.Time]
 	Leases                       map[string]int
 }
 
@@ -269,10 +263,13 @@ func SummarizeQueues(books map[string]QueueBook, pollers []PollerState, now time
 	return out
 }
 
-func backlog(due []time.Time, now time.Time) *durablev1.TaskBacklog {
+func backlog(due iter.Seq[time.Time], now time.Time) *durablev1.TaskBacklog {
 	b := &durablev1.TaskBacklog{}
+	if due == nil {
+		return b
+	}
 	var oldest time.Time
-	for _, d := range due {
+	for d := range due {
 		if d.After(now) {
 			b.Later++
 			continue

@@ -158,12 +158,26 @@ func (e *Engine) pollStarted(k queueKey, identity string) func() {
 	}
 }
 
+// forgetPollersLocked forgets the pollers not seen for pollerForgetAfter,
+// except an activity poller that still holds leases on its queue: a worker
+// whose every slot runs a long attempt does not poll, and is not gone.
 func (e *Engine) forgetPollersLocked(now time.Time) {
 	for k, p := range e.pollers {
-		if p.parked <= 0 && now.Sub(p.last) > pollerForgetAfter {
+		if p.parked <= 0 && now.Sub(p.last) > pollerForgetAfter && e.leasesLocked(k) == 0 {
 			delete(e.pollers, k)
 		}
 	}
+}
+
+// leasesLocked is how many activity attempts a poller holds on its queue.
+func (e *Engine) leasesLocked(k pollerKey) int {
+	if k.kind != ActivityTask {
+		return 0
+	}
+	if b := e.books[k.queue]; b != nil {
+		return b.leases[k.identity]
+	}
+	return 0
 }
 
 // ListTaskQueues returns the task queues as the engine sees them now. It
@@ -183,7 +197,7 @@ func (e *Engine) taskQueuesLocked(now time.Time) []*durablev1.TaskQueue {
 	e.forgetPollersLocked(now)
 	var pollers []PollerState
 	for k, p := range e.pollers {
-		pollers = append(pollers, PollerState{Queue: k.queue, Kind: k.kind, Identity: k.identity, Parked: p.parked > 0, Last: p.last})
+		pollers = append(pollers, PollerState{Queue: k.queue, Kind: k.kind, Identity: k.identity, Parked: p.parked > 0, Last: p.last, Leases: e.leasesLocked(k)})
 	}
 	books := make(map[string]QueueBook, len(e.books))
 	for name, b := range e.books {
@@ -203,6 +217,8 @@ type PollerState struct {
 	Identity string
 	Parked   bool
 	Last     time.Time
+	// Leases is how many activity attempts it holds on the queue.
+	Leases int
 }
 
 // QueueBook is one queue's queued tasks (their due times, read once) and
@@ -213,9 +229,12 @@ type QueueBook struct {
 }
 
 // Live reports whether a poller serves its queue at now: it has a poll
-// parked, or polled within pollerLiveWithin.
+// parked, polled within pollerLiveWithin, or holds leases on the queue (a
+// worker polls only while it has a free slot: one whose slots all run
+// attempts is busy, not gone; if it died, its leases time out and it stops
+// counting).
 func (p PollerState) Live(now time.Time) bool {
-	return p.Parked || now.Sub(p.Last) <= pollerLiveWithin
+	return p.Parked || now.Sub(p.Last) <= pollerLiveWithin || p.Leases > 0
 }
 
 // SummarizeQueues is the rule of ListTaskQueues: per queue (sorted by name)

@@ -203,6 +203,11 @@ func TestSummarizeQueuesMarksReadyWorkWithoutALivePollerStalled(t *testing.T) {
 			act:     true,
 		},
 		{
+			name:    "activity ready, an activity poller silent for 2m that holds a lease (every slot busy)",
+			book:    engine.QueueBook{ActivityTasks: slices.Values([]time.Time{now})},
+			pollers: []engine.PollerState{{Queue: "q", Kind: engine.ActivityTask, Last: now.Add(-2 * time.Minute), Leases: 1}},
+		},
+		{
 			name:    "activity ready, a live poller of another queue",
 			book:    engine.QueueBook{ActivityTasks: slices.Values([]time.Time{now})},
 			pollers: []engine.PollerState{{Queue: "other", Kind: engine.ActivityTask, Parked: true, Last: now}},
@@ -319,5 +324,22 @@ func BenchmarkSummarizeQueues(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		engine.SummarizeQueues(books, pollers, now)
+	}
+}
+
+func TestAPollerThatHoldsLeasesIsNotForgotten(t *testing.T) {
+	h := setup(t, engine.Options{})
+	h.startWithActivity("a", &durablev1.ActivityOptions{StartToCloseTimeout: dur(time.Hour)})
+	if h.pollActivity() == nil {
+		t.Fatal("no activity task")
+	}
+	h.start("b", "Flaky") // work for the workflow poller, which holds nothing
+	h.clock.Advance(10 * time.Minute)
+	q := h.queue("q")
+	if len(q.GetPollers()) != 1 || q.GetPollers()[0].GetIdentity() != "worker-1" || q.GetPollers()[0].GetKind() != durablev1.TaskKind_TASK_KIND_ACTIVITY {
+		t.Fatalf("ten minutes on: pollers %v, want only worker-1, which holds a lease", q.GetPollers())
+	}
+	if q.GetActivityTasks().GetStalled() || !q.GetWorkflowTasks().GetStalled() {
+		t.Fatalf("ten minutes on: %v, want workflow tasks stalled, activities not", q)
 	}
 }

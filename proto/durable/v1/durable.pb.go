@@ -5422,15 +5422,17 @@ type TaskQueue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Workers that polled the queue in the last five minutes, by kind and
-	// identity; one that has not polled for five minutes is forgotten.
+	// identity; one that has not polled for five minutes is forgotten, unless
+	// it still holds leases on the queue.
 	Pollers       []*Poller    `protobuf:"bytes,2,rep,name=pollers,proto3" json:"pollers,omitempty"`
 	WorkflowTasks *TaskBacklog `protobuf:"bytes,3,opt,name=workflow_tasks,json=workflowTasks,proto3" json:"workflow_tasks,omitempty"`
 	ActivityTasks *TaskBacklog `protobuf:"bytes,4,opt,name=activity_tasks,json=activityTasks,proto3" json:"activity_tasks,omitempty"`
 	// Activity attempts started and not yet finished, per worker identity.
 	Leases []*WorkerLeases `protobuf:"bytes,5,rep,name=leases,proto3" json:"leases,omitempty"`
 	// Work is ready (of either kind) and no poller of that kind is parked on
-	// the queue or has polled it within the last minute: nothing will take
-	// it. The daemon computes it; a reader need not.
+	// the queue, has polled it within the last minute or (for activities)
+	// holds a lease on it: nothing will take the work. The daemon computes it;
+	// a reader need not.
 	Stalled       bool `protobuf:"varint,6,opt,name=stalled,proto3" json:"stalled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

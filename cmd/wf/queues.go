@@ -20,14 +20,19 @@ and activity tasks alike), the workflow tasks ready (WF TASKS) and the
 activity attempts leased out (LEASES, and to how many workers).
 
 STATUS says "no poller" when work is ready and no worker polls the queue for
-it: no worker of that kind has a poll parked on the queue or has polled it in
-the last minute. Nothing will take that work until a worker polls the queue;
-check the workers' --task-queue and that they run. "(workflow tasks)" or
-"(activities)" names the kind nobody polls for when only one is missing.
+it: no worker of that kind has a poll parked on the queue, has polled it in
+the last minute or (for activities) holds a lease on it (a worker whose every
+slot is busy does not poll). Nothing will take that work until a worker
+polls the queue; check the workers' task queue and that they run.
+"(workflow tasks)" or "(activities)" names the kind nobody polls for when
+only one is missing. Otherwise STATUS is "busy" (work ready or leased out)
+or "idle".
 
 A queue is listed while it has work, leases, or a poller seen in the last
-five minutes; the daemon forgets a worker five minutes after its last poll.
-It answers from memory, without reading the store.
+five minutes; the daemon forgets a worker five minutes after its last poll
+unless it still holds leases there. It answers from memory, without reading
+the store; pollers are not stored, so a daemon that restarted knows a worker
+again at its next poll.
 
 With QUEUE, the queue's pollers (identity, kind, last poll, parked now) and
 leases per worker follow the table.

@@ -4816,10 +4816,12 @@ type WatchEvent struct {
 	// SNAPSHOT_DONE: whether the daemon takes changes of state; UPSERT: set
 	// only when that changes (a full disk, space back, a failed sync).
 	Writes *WritesState `protobuf:"bytes,9,opt,name=writes,proto3" json:"writes,omitempty"`
-	// SNAPSHOT_DONE: every task queue; UPSERT: set, whole, at most once a
-	// second and only when a queue changed (pollers, counts, stalled), so a
-	// console replaces its list. Ages are computed by the reader from the
-	// times, which do not change while a task waits.
+	// SNAPSHOT_DONE: every task queue (as ListTaskQueues); UPSERT: set,
+	// whole, at most once a second and only when the list changed for this
+	// watcher (a poller came, went or parked, a count, an oldest time,
+	// stalled), so a console replaces its list. A change of poll times alone
+	// is sent at most every ten seconds. Ages are the reader's to compute from
+	// the times, which do not move while a task waits.
 	TaskQueues    *TaskQueueList `protobuf:"bytes,10,opt,name=task_queues,json=taskQueues,proto3" json:"task_queues,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

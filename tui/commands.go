@@ -24,13 +24,19 @@ type (
 		gen    int
 		stream *watchStream
 	}
+	// watchEventMsg is an event of the stream, stamped with the console's
+	// clock when it was received: a countdown is drawn from then, not from
+	// the last tick.
 	watchEventMsg struct {
 		gen int
 		ev  *durablev1.WatchEvent
+		at  time.Time
 	}
+	// streamErrMsg ends a stream; at is when the console saw it end.
 	streamErrMsg struct {
 		gen int
 		err error
+		at  time.Time
 	}
 	reconnectMsg struct{ gen int }
 	tickMsg      struct{ now time.Time }
@@ -77,14 +83,14 @@ func connectCmd(ctx context.Context, b Backend, gen int) tea.Cmd {
 	}
 }
 
-func recvCmd(s *watchStream, gen int) tea.Cmd {
+func recvCmd(s *watchStream, gen int, clock func() time.Time) tea.Cmd {
 	return func() tea.Msg {
 		ev, err := s.Recv()
 		if err != nil {
 			s.cancel()
-			return streamErrMsg{gen: gen, err: err}
+			return streamErrMsg{gen: gen, err: err, at: clock()}
 		}
-		return watchEventMsg{gen: gen, ev: ev}
+		return watchEventMsg{gen: gen, ev: ev, at: clock()}
 	}
 }
 

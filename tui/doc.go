@@ -22,4 +22,11 @@
 // updated by binary search, and only the visible rows are rendered, so an
 // update costs in proportion to what changed even with tens of thousands of
 // activities.
+//
+// What the console shows is meant to be true when it is drawn: countdowns
+// run from the moment each event arrived, on the daemon's clock (clock.go);
+// offline, the rows stand still as of the break and every key that would
+// change state says why it cannot (offline.go); outcomes expire (flash.go);
+// and a redrive is reported by what came of it, not by the call's answer
+// (letter.go, and the operation's counts at its measured pace).
 package tui

@@ -61,6 +61,18 @@ func waitFor(t *testing.T, tm *teatest.TestModel, text string) {
 		teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
 }
 
+// disconnected is base's daemon going away after its snapshot; the
+// reconnection hangs, so the console stays offline.
+func disconnected(base func() *fakeBackend) func() *fakeBackend {
+	return func() *fakeBackend {
+		f := base()
+		first := f.scripts[0]
+		first.end = errors.New("daemon went away")
+		f.scripts = []script{first, {}}
+		return f
+	}
+}
+
 // TestGoldenViews renders every screen at two terminal sizes on a fixed clock
 // and fixed data. Refresh with: go test ./tui -run TestGoldenViews -update
 func TestGoldenViews(t *testing.T) {
@@ -98,14 +110,14 @@ func TestGoldenViews(t *testing.T) {
 		{name: "OverdueDeadLettersHidden", backend: outageBackend, keys: []string{"D"}, waitFor: "dead letters hidden"},
 		{name: "OverdueByNextDue", backend: outageBackend, keys: []string{"s", "s"}, waitFor: "sorted by next due"},
 		{name: "OverdueDeadLetters", backend: outageBackend, keys: []string{"2"}, waitFor: "DEAD FOR"},
-		{name: "Disconnected", backend: func() *fakeBackend {
-			f := fixtureBackend()
-			f.scripts = []script{
-				{events: snapshot(fixtureActivities(), fixtureWorkflows()), end: errors.New("daemon went away")},
-				{}, // the reconnection hangs: the banner stays
-			}
-			return f
-		}, waitFor: "disconnected"},
+		{name: "Disconnected", backend: disconnected(fixtureBackend), waitFor: "disconnected"},
+		{name: "OperationInProgress", backend: opsBackend, waitFor: "~36s left"},
+		{name: "OfflineRedrive", backend: disconnected(fixtureBackend), waitFor: "disconnected",
+			more: []string{"2", "R"}, waitMore: "ctrl+r to reconnect now"},
+		{name: "OfflineOperations", backend: disconnected(opsBackend), waitFor: "disconnected",
+			more: []string{"5", "x"}, waitMore: "ctrl+r to reconnect now"},
+		{name: "OfflineHelp", backend: disconnected(opsBackend), waitFor: "disconnected",
+			more: []string{"2", "?"}, waitMore: "ctrl+r reconnect"},
 	}
 	sizes := []struct {
 		name string

@@ -25,12 +25,24 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return next, tea.Batch(cmds...)
 	}
 	if m.confirm != nil {
+		if m.confirmBlocked(msg) {
+			return m.refuse(), nil
+		}
 		return m.answerConfirm(msg)
 	}
 	if m.filtering {
 		return m.filterKey(msg)
 	}
 	m.flash = flash{}
+	next, cmd := m.screenKey(msg)
+	if n, ok := next.(Model); ok {
+		return n.guardWrite(m, cmd)
+	}
+	return next, cmd
+}
+
+// screenKey does what a key means on the current screen.
+func (m Model) screenKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Quit):
@@ -95,6 +107,8 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.redriveAll(), nil
 	case key.Matches(msg, k.CancelOp):
 		return m.askCancel(m.cancelTarget()), nil
+	case key.Matches(msg, k.Reconnect):
+		return m.reconnectNow()
 	}
 	return m, nil
 }

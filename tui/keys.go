@@ -24,6 +24,7 @@ type KeyMap struct {
 	RedriveAll key.Binding
 	Group      key.Binding
 	CancelOp   key.Binding
+	Reconnect  key.Binding
 	Sort       key.Binding
 	NextStuck  key.Binding
 	HideDead   key.Binding
@@ -58,6 +59,7 @@ func DefaultKeyMap() KeyMap {
 		RedriveAll: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "redrive all shown")),
 		Group:      key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "group by failure")),
 		CancelOp:   key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "cancel operation")),
+		Reconnect:  key.NewBinding(key.WithKeys("ctrl+r"), key.WithHelp("ctrl+r", "reconnect")),
 		Sort:       key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
 		NextStuck:  key.NewBinding(key.WithKeys("!"), key.WithHelp("!", "next stuck")),
 		HideDead:   key.NewBinding(key.WithKeys("D"), key.WithHelp("D", "hide/show dead letters")),
@@ -89,6 +91,13 @@ func (k KeyMap) navigation() []key.Binding {
 
 func (k KeyMap) views() []key.Binding {
 	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.Audit, k.Operations, k.NextView}
+}
+
+// writes are the keys that ask the daemon to change state (and e, which the
+// full help lists as their way to give a reason); they leave the help and
+// do nothing but say why while the daemon cannot take a change.
+func (k KeyMap) writes() []key.Binding {
+	return []key.Binding{k.Redrive, k.RedriveAll, k.CancelOp, k.EditReason}
 }
 
 func (k KeyMap) forScreen(s screen) screenKeys {

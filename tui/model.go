@@ -120,8 +120,11 @@ type Model struct {
 	input  textinput.Model
 
 	width, height int
-	now           time.Time
-	tickDue       bool
+	// now is the time the rows are drawn against (see clock.go): the
+	// daemon's present while live, the as-of time while offline.
+	now     time.Time
+	clk     clock
+	tickDue bool
 
 	st   *state
 	conn conn
@@ -144,32 +147,12 @@ type Model struct {
 	// seen finishing, oldest first: the newest running one has the status
 	// line, and each says how it ended when it does.
 	follow []string
+	// letter is the single letter last redriven, whose outcome the status
+	// line tells as the stream brings it.
+	letter *letterWatch
 	// cancelling is the operation whose cancel is being waited on.
 	cancelling string
 	flash      flash
-}
-
-// flash is the outcome of the last action, shown under the header until a
-// key is pressed or flashFor has passed.
-type flash struct {
-	text string
-	warn bool // an error: shown as a warning
-	at   time.Time
-}
-
-// flashFor is how long an outcome stays on screen.
-const flashFor = 15 * time.Second
-
-// say shows text as the outcome of the last action.
-func (m Model) say(text string) Model {
-	m.flash = flash{text: text, at: m.now}
-	return m
-}
-
-// warn shows text as a failed action.
-func (m Model) warn(text string) Model {
-	m.flash = flash{text: text, warn: true, at: m.now}
-	return m
 }
 
 // New returns a console that follows p.Backend.
@@ -202,7 +185,10 @@ func New(p Params) Model {
 	in.Placeholder = "wf:ID type:NAME fail:TYPE or any text"
 	in.PromptStyle = styles.Filter
 	in.Cursor.SetMode(cursor.CursorStatic) // no blinking: views are reproducible
+	start := p.ClockFunc()
 	return Model{
+		now:    start,
+		clk:    clock{local: start},
 		p:      p,
 		keys:   DefaultKeyMap(),
 		styles: styles,
@@ -210,7 +196,6 @@ func New(p Params) Model {
 		input:  in,
 		width:  80,
 		height: 24,
-		now:    p.ClockFunc(),
 		st:     newState(),
 		audit:  newAuditLog(),
 		ops:    newOpLog(),

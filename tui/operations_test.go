@@ -90,11 +90,11 @@ func TestStartedOperationShowsPushedProgress(t *testing.T) {
 	m = feed(m, upsertOps(opAt(opRunning, 1, 0)))
 	next, _ = m.Update(redriveDoneMsg{job: m.job.id, op: opAt(opRunning, 0, 0)})
 	m = next.(Model)
-	if s := statusLine(m); !strings.HasPrefix(s, "op-7 redriving [#####-----------] 1/3 released · 1/s · ~2.0s left · x cancels") {
+	if s := statusLine(m); !strings.HasPrefix(s, "op-7 redriving [####---------] released 1 of 3 · re-dead-lettered 0 · 2 still in the DLQ · 1/s set · ~2.0s left · x cancels") {
 		t.Fatalf("status %q, want op-7 at 1 of 3 (the answer is older than the push)", s)
 	}
 	m = feed(m, upsertOps(opAt(opRunning, 2, 1)))
-	if s := statusLine(m); !strings.Contains(s, "2/3 released · 1 dead again · 1/s · ~1.0s left") {
+	if s := statusLine(m); !strings.Contains(s, "released 2 of 3 · re-dead-lettered 1 · 2 still in the DLQ · 1/s set · ~1.0s left") {
 		t.Fatalf("status %q, want 2 of 3 and one dead again", s)
 	}
 	// It shows on every screen, and its cancel key is in the help bar.
@@ -104,7 +104,7 @@ func TestStartedOperationShowsPushedProgress(t *testing.T) {
 		t.Fatalf("workflows screen lacks the progress or the keys:\n%s", v)
 	}
 	m = feed(m, upsertOps(opAt(opCompleted, 3, 1)))
-	want := "op-7 completed: 3 of 3 released, 1 dead-lettered again · took 3.0s"
+	want := "op-7 completed: released 3 of 3 · re-dead-lettered 1 · 1 still in the DLQ · took 3.0s"
 	if s := statusLine(m); s != want || len(m.follow) != 0 {
 		t.Fatalf("status %q, following %v; want %q and nothing followed", s, m.follow, want)
 	}
@@ -156,7 +156,7 @@ func TestOperationsFromTheSnapshotAndAfter(t *testing.T) {
 	op = proto.Clone(op).(*durablev1.Operation)
 	op.State, op.Released, op.Skipped, op.Left, op.FinishedTime = opCompleted, 298, 2, 0, at(35*time.Second)
 	m = feed(m, upsertOps(op))
-	if s, want := statusLine(m), "op-6 completed: 298 of 300 released, 2 skipped, 1 dead-lettered again · took 1m00s"; s != want {
+	if s, want := statusLine(m), "op-6 completed: released 298 of 300 · re-dead-lettered 1 · 1 still in the DLQ · 2 skipped · took 1m00s"; s != want {
 		t.Fatalf("status %q, want %q", s, want)
 	}
 }
@@ -255,7 +255,7 @@ func TestCancelAnswers(t *testing.T) {
 		warn bool
 	}{
 		{name: "Cancelled",
-			want: `op-6 cancelled by ana: 120 of 300 released, 180 left in the DLQ · reason "INC-7" · ran 10s`},
+			want: `op-6 cancelled by ana: released 120 of 300 · re-dead-lettered 0 · 180 still in the DLQ · reason "INC-7" · ran 10s`},
 		{name: "AReaderMayNot", err: status.Error(codes.PermissionDenied, `principal "dash" (role reader) may not call CancelOperation`),
 			want: `cancel of op-6 failed: permission denied: principal "dash" (role reader) may not call CancelOperation`, warn: true},
 		{name: "AlreadyFinished", err: status.Error(codes.FailedPrecondition, "operation op-6 is completed: operation is finished"),
@@ -316,7 +316,7 @@ func TestHowItEndedIsReadInFullOnANarrowTerminal(t *testing.T) {
 	op.Matched, op.Left, op.CancelledBy, op.CancelReason = 300, 299, "ana", "INC-7 the fix did not hold"
 	m = feed(m, upsertOps(op))
 	lines := strings.Split(ansi.Strip(m.View()), "\n")
-	want := `op-7 cancelled by ana: 1 of 300 released, 1 dead-lettered again, 299 left in the DLQ · reason "INC-7 the fix did not hold" · ran 1.0s`
+	want := `op-7 cancelled by ana: released 1 of 300 · re-dead-lettered 1 · 300 still in the DLQ · reason "INC-7 the fix did not hold" · ran 1.0s`
 	if got := strings.TrimSpace(lines[1]) + " " + strings.TrimSpace(lines[2]); got != want || len(lines) != 24 {
 		t.Fatalf("%d lines, status:\n%s\n%s\nwant %q", len(lines), lines[1], lines[2], want)
 	}

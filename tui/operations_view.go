@@ -55,16 +55,57 @@ func rateText(r float64) string {
 	return strconv.FormatFloat(r, 'f', -1, 64) + "/s"
 }
 
-// opTimeLeft is how long the letters not yet released take at the
-// operation's rate, from the daemon's figures, rounded up to a tenth of a
-// second so that work left never reads as none.
-func opTimeLeft(op *durablev1.Operation) time.Duration {
-	if op.GetRate() <= 0 {
+// An operation's pace is measured once it has this much to go on; before,
+// its ETA is at the rate it was given.
+const (
+	paceAfter   = 2 * time.Second
+	paceLetters = 2
+)
+
+// opPace is how fast an operation gets through its letters: those dealt
+// with (released or skipped) after the first, which goes at the start, over
+// the time since it started, by the daemon's clock as the console reads it.
+// The rate it was given is only a ceiling: each release is a transaction
+// and waits for its sync, so a busy daemon goes slower. measured is false,
+// and rate the given one, until there is enough to measure.
+func opPace(op *durablev1.Operation, now time.Time) (rate float64, measured bool) {
+	end := now
+	if f := op.GetFinishedTime(); f != nil {
+		end = f.AsTime()
+	}
+	took := end.Sub(op.GetStartedTime().AsTime())
+	if took < paceAfter || opDone(op) < paceLetters {
+		return op.GetRate(), false
+	}
+	return float64(opDone(op)-1) / took.Seconds(), true
+}
+
+// opTimeLeft is how long the letters not yet dealt with take at the
+// operation's pace, rounded up to a tenth of a second so that work left
+// never reads as none.
+func opTimeLeft(op *durablev1.Operation, now time.Time) time.Duration {
+	rate, _ := opPace(op, now)
+	if rate <= 0 {
 		return 0
 	}
-	tenths := math.Ceil(float64(op.GetLeft()) / op.GetRate() * 10)
+	tenths := math.Ceil(float64(op.GetLeft()) / rate * 10)
 	return time.Duration(tenths) * 100 * time.Millisecond
 }
+
+// paceText is "4.8/s", the measured pace, or "5/s set" while there is only
+// the rate it was given.
+func paceText(op *durablev1.Operation, now time.Time) string {
+	rate, measured := opPace(op, now)
+	if !measured {
+		return rateText(rate) + " set"
+	}
+	return strconv.FormatFloat(rate, 'f', 1, 64) + "/s"
+}
+
+// inDLQ is how many of an operation's letters are in the dead-letter queue
+// because of how far it got: those it has not released yet (or, cancelled,
+// never will) and those it released that have dead-lettered again.
+func inDLQ(op *durablev1.Operation) int64 { return op.GetLeft() + op.GetReDeadLettered() }
 
 // bar draws done of total in w cells: [#####-----].
 func bar(done, total int64, w int) string {
@@ -99,13 +140,15 @@ func opCounts(op *durablev1.Operation) string {
 	return s
 }
 
-// opProgressLine is the status line of a running operation: the daemon's
-// counts, its rate and the time the rest takes at that rate. What does not
-// fit goes, the finer counts first; the operations screen has them all.
+// opProgressLine is the status line of a running operation, in outcomes
+// as the daemon reports them: released, re-dead-lettered, and what is
+// still in the dead-letter queue, at the pace measured so far and the time
+// the rest takes at it. What does not fit goes, the least needed first;
+// the operations screen has it all.
 func (m Model) opProgressLine(op *durablev1.Operation) string {
 	left := "finishing"
 	if op.GetLeft() > 0 {
-		left = "~" + span(opTimeLeft(op)) + " left"
+		left = "~" + span(opTimeLeft(op, m.now)) + " left"
 	}
 	end := "x cancels"
 	if m.cancelling == op.GetId() {
@@ -120,22 +163,20 @@ func (m Model) opProgressLine(op *durablev1.Operation) string {
 		optional int // dropped when too wide, the highest first
 	}{
 		{op.GetId(), 0},
-		{who, 5},
-		{" redriving " + bar(opDone(op), op.GetMatched(), min(20, max(m.width/8, 5))), 0},
-		{fmt.Sprintf(" %s/%s released", thousands(int(op.GetReleased())), thousands(int(op.GetMatched()))), 0},
-		{" · " + thousands(int(op.GetSkipped())) + " skipped", 4},
-		{" · " + thousands(int(op.GetReDeadLettered())) + " dead again", 3},
-		{" · " + rateText(op.GetRate()), 2},
+		{who, 4},
+		{" redriving " + bar(opDone(op), op.GetMatched(), min(20, max(m.width/10, 5))), 0},
+		{fmt.Sprintf(" released %s of %s", thousands(int(op.GetReleased())), thousands(int(op.GetMatched()))), 0},
+		{" · re-dead-lettered " + thousands(int(op.GetReDeadLettered())), 2},
+		{" · " + thousands(int(inDLQ(op))) + " still in the DLQ", 1},
+		{" · " + thousands(int(op.GetSkipped())) + " skipped", 6},
+		{" · " + paceText(op, m.now), 5},
 		{" · " + left, 0},
-		{" · " + end, 1},
+		{" · " + end, 3},
 	}
 	if op.GetSkipped() == 0 {
-		parts[4].text = ""
+		parts[6].text = ""
 	}
-	if op.GetReDeadLettered() == 0 {
-		parts[5].text = ""
-	}
-	for drop := 6; ; drop-- {
+	for drop := 7; ; drop-- {
 		var b strings.Builder
 		for _, p := range parts {
 			if p.optional < drop {
@@ -148,21 +189,21 @@ func (m Model) opProgressLine(op *durablev1.Operation) string {
 	}
 }
 
-// opOutcome says how an operation ended, or where it stands.
+// opOutcome says how an operation ended, or where it stands, in outcomes:
+// what it released, what dead-lettered again since, and what that leaves
+// in the dead-letter queue.
 func opOutcome(op *durablev1.Operation) string {
 	s := fmt.Sprintf("%s %s", op.GetId(), opStateName(op.GetState()))
 	if isCancelled(op) && op.GetCancelledBy() != "" {
 		s += " by " + op.GetCancelledBy()
 	}
-	s += fmt.Sprintf(": %s of %s released", thousands(int(op.GetReleased())), thousands(int(op.GetMatched())))
+	s += fmt.Sprintf(": released %s of %s · re-dead-lettered %s · %s still in the DLQ",
+		thousands(int(op.GetReleased())), thousands(int(op.GetMatched())),
+		thousands(int(op.GetReDeadLettered())), thousands(int(inDLQ(op))))
 	if n := op.GetSkipped(); n > 0 {
-		s += fmt.Sprintf(", %s skipped", thousands(int(n)))
-	}
-	if n := op.GetReDeadLettered(); n > 0 {
-		s += fmt.Sprintf(", %s dead-lettered again", thousands(int(n)))
+		s += fmt.Sprintf(" · %s skipped", thousands(int(n)))
 	}
 	if isCancelled(op) {
-		s += fmt.Sprintf(", %s left in the DLQ", thousands(int(op.GetLeft())))
 		if r := oneLine(op.GetCancelReason()); r != "" {
 			s += fmt.Sprintf(" · reason %q", r)
 		}
@@ -189,7 +230,7 @@ func (m Model) opCells(op *durablev1.Operation) []cell {
 	finished := cell{text: "—", style: &st.Muted}
 	switch {
 	case isRunning(op):
-		finished = cell{text: "in ~" + span(opTimeLeft(op)), style: &st.Progress}
+		finished = cell{text: "in ~" + span(opTimeLeft(op, m.now)), style: &st.Progress}
 	case op.GetFinishedTime() != nil:
 		finished = cell{text: auditAge(m.now, op.GetFinishedTime()) + " ago", style: &st.Muted}
 	}
@@ -261,8 +302,12 @@ func (m Model) operationView(h int) string {
 	state := stateStyle.Render(opStateName(op.GetState()))
 	switch {
 	case isRunning(op) && op.GetLeft() > 0:
-		state += fmt.Sprintf(" · %s of %s done · ~%s left at its rate", thousands(int(opDone(op))),
-			thousands(int(op.GetMatched())), span(opTimeLeft(op)))
+		at := "the pace so far"
+		if _, measured := opPace(op, m.now); !measured {
+			at = "the rate set"
+		}
+		state += fmt.Sprintf(" · %s of %s done · ~%s left at %s", thousands(int(opDone(op))),
+			thousands(int(op.GetMatched())), span(opTimeLeft(op, m.now)), at)
 	case isRunning(op):
 		state += " · finishing"
 	case isCancelled(op):
@@ -290,14 +335,8 @@ func (m Model) operationView(h int) string {
 	field("dead again", thousands(int(op.GetReDeadLettered()))+
 		st.Muted.Render(" (released by it, dead-lettered since; it does not redrive them again)"))
 	rate := rateText(op.GetRate())
-	end := m.now
-	if f := op.GetFinishedTime(); f != nil {
-		end = f.AsTime()
-	}
-	// The first letter goes at the start, the next ones one every 1/rate:
-	// the pace so far is the letters after the first over the time taken.
-	if took := end.Sub(op.GetStartedTime().AsTime()); took >= 2*time.Second && opDone(op) > 1 {
-		rate += st.Muted.Render(fmt.Sprintf(" · %.1f/s so far", float64(opDone(op)-1)/took.Seconds()))
+	if pace, measured := opPace(op, m.now); measured {
+		rate += st.Muted.Render(fmt.Sprintf(" · %.1f/s so far", pace))
 	}
 	field("rate", rate)
 	who := op.GetPrincipal()

@@ -36,7 +36,7 @@ type redriveJob struct {
 func (m Model) startRedrive(c confirm, reason string) (Model, tea.Cmd) {
 	m.jobs++
 	j := &redriveJob{id: m.jobs, refs: c.refs, bulk: c.bulk, reason: reason}
-	m.job, m.flash = j, flash{}
+	m.job, m.flash, m.letter = j, flash{}, nil
 	if !j.bulk {
 		return m, redriveCmd(m.p.Context, m.p.Backend, j.id, c.refs[0], reason)
 	}
@@ -60,7 +60,7 @@ func (m Model) redriveDone(msg redriveDoneMsg) Model {
 	case !j.bulk && msg.err != nil:
 		return m.warn(fmt.Sprintf("redrive of %s failed: %s", j.refs[0], errorText(msg.err)))
 	case !j.bulk:
-		return m.say("redrove " + j.refs[0].String() + reasonNote(j.reason))
+		return m.watchLetter(j.refs[0], j.reason)
 	case msg.err != nil:
 		// The call may have started an operation whose answer was lost;
 		// if so it is on the stream and on the operations screen.

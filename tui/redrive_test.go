@@ -71,7 +71,7 @@ func TestRedriveKeypress(t *testing.T) {
 			case len(c.bulk) > 0:
 				waitFor(t, tm, "op-7 redriving")
 			case len(c.single) > 0:
-				waitFor(t, tm, "redrove")
+				waitFor(t, tm, "released order-0991/1 from the DLQ")
 			}
 			if err := tm.Quit(); err != nil {
 				t.Fatal(err)

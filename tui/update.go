@@ -12,7 +12,8 @@ import (
 )
 
 // Update applies one message. Data changes cost in proportion to what the
-// event carried; the clock only moves m.now.
+// event carried; the clock (a tick, the arrival of an event) only moves
+// m.now.
 func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
@@ -26,13 +27,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m.clampAll(), nil
 	case tickMsg:
-		m.now = msg.now
+		m = m.sawTime(msg.now).expireFlash()
 		sel := m.selectedKeys()
 		m.st.advance(m.now)
 		m = m.followSelection(sel).clampAll()
-		if m.flash.text != "" && !m.now.Before(m.flash.at.Add(flashFor)) {
-			m.flash = flash{}
-		}
 		return m, tickCmd(m.tickInterval(), m.p.ClockFunc)
 	case streamOpenedMsg:
 		if msg.gen != m.conn.gen {
@@ -41,14 +39,15 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.conn.stream = msg.stream
 		m.conn.stageActs, m.conn.stageWfs, m.conn.stageOps, m.conn.stagePolicy = nil, nil, nil, nil
-		return m, recvCmd(msg.stream, msg.gen)
+		return m, recvCmd(msg.stream, msg.gen, m.p.ClockFunc)
 	case watchEventMsg:
 		if msg.gen != m.conn.gen {
 			return m, nil
 		}
 		_, wasLive := m.st.acts[m.detail.key]
-		m = m.apply(msg.ev)
-		next := recvCmd(m.conn.stream, msg.gen)
+		m = m.sawEvent(msg.at, msg.ev.GetServerTime())
+		m = m.apply(msg.ev).settleNow().letterOutcome()
+		next := recvCmd(m.conn.stream, msg.gen, m.p.ClockFunc)
 		if _, live := m.st.acts[m.detail.key]; wasLive && !live && m.screen == screenDetail {
 			// The activity in the detail finished: read its whole trail,
 			// and the history that now says how it ended.
@@ -67,6 +66,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.gen != m.conn.gen {
 			return m, nil
 		}
+		m = m.sawTime(msg.at)
 		if status.Code(msg.err) == codes.Aborted {
 			return m.resubscribe()
 		}
@@ -154,15 +154,22 @@ func (m Model) resubscribe() (Model, tea.Cmd) {
 	return m, connectCmd(m.p.Context, m.p.Backend, m.conn.gen)
 }
 
-// disconnected keeps the last state on screen and schedules a reconnection.
+// disconnected keeps the last state on screen, as it was when the stream
+// broke, and schedules a reconnection.
 func (m Model) disconnected(err error) (Model, tea.Cmd) {
+	if m.conn.live {
+		// Every change up to now reached the console: the rows hold as of
+		// this moment, and stop ageing here.
+		m.clk.asOf = m.daemonNow()
+	}
+	m = m.newConnection()
 	m.conn.live, m.conn.retrying = false, false
 	m.conn.stream = nil
 	m.conn.failures++
 	m.conn.lastErr = errorText(err)
 	d := m.p.ReconnectDelayFunc(m.conn.failures)
-	m.conn.retryAt = m.now.Add(d)
-	return m, reconnectCmd(d, m.conn.gen)
+	m.conn.retryAt = m.clk.local.Add(d)
+	return m.settleNow(), reconnectCmd(d, m.conn.gen)
 }
 
 func (m Model) gotHistory(msg historyMsg) Model {
@@ -193,6 +200,9 @@ func (m Model) gotAudit(msg auditMsg) Model {
 // tickInterval is a second, or a tenth when a visible countdown is under ten
 // seconds and shows tenths.
 func (m Model) tickInterval() time.Duration {
+	if m.stale() {
+		return time.Second // the rows stand still; only the banner counts
+	}
 	urgent := false
 	switch m.screen {
 	case screenAttempts:

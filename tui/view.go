@@ -76,6 +76,20 @@ func (m Model) helpView() string {
 		x.SetHelp("x", "cancel "+op.GetId())
 		keys.short = append([]key.Binding{x}, keys.short...)
 	}
+	if m.writesBlocked() != "" {
+		keys = keys.withoutWrites(km.writes())
+	}
+	if !m.conn.live && m.conn.failures > 0 {
+		// ctrl+r leads the help bar when it fits beside the rest (the
+		// banner above says it in any case), and the full help lists it
+		// with the screen's own keys.
+		keys.full[0] = append(append([]key.Binding{}, keys.full[0]...), km.Reconnect)
+		with := keys
+		with.short = append([]key.Binding{km.Reconnect}, keys.short...)
+		if v := m.help.View(with); m.help.ShowAll || !strings.HasSuffix(ansi.Strip(v), "…") {
+			return v
+		}
+	}
 	return m.help.View(keys)
 }
 
@@ -159,6 +173,8 @@ func (m Model) connLabel() string {
 		return "● live " + addr
 	case !m.conn.synced && m.conn.failures == 0:
 		return "○ connecting " + addr
+	case m.stale():
+		return "○ offline · " + m.asOfText() + " " + addr
 	}
 	return "○ offline " + addr
 }
@@ -173,9 +189,12 @@ func (m Model) statusView() string {
 	switch {
 	case m.filtering:
 		s = m.input.View()
+	case m.flash.refused && m.writesBlocked() != "":
+		// Why the key just pressed did nothing, as things stand now.
+		return m.twoLines(m.writesBlocked(), st.Warning)
 	case !m.conn.live && m.conn.failures > 0:
 		s = st.Banner.Render(m.bannerText())
-	case m.flash.text != "":
+	case m.flash.text != "" && !m.flash.refused:
 		// An outcome is read in full (an error, or what an operation left
 		// in the dead-letter queue): it may take a second line.
 		style := st.Label
@@ -226,7 +245,5 @@ func (m Model) bannerText() string {
 	if m.conn.retrying {
 		return "disconnected — reconnecting…  (" + oneLine(m.conn.lastErr) + ")"
 	}
-	left := m.conn.retryAt.Sub(m.now)
-	secs := int((left + 999_999_999) / 1_000_000_000)
-	return fmt.Sprintf("disconnected — reconnecting in %ds  (%s)", max(secs, 0), oneLine(m.conn.lastErr))
+	return "disconnected — reconnecting in " + m.reconnectIn() + ", ctrl+r now  (" + oneLine(m.conn.lastErr) + ")"
 }

@@ -139,7 +139,7 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 		return progressRow.MatchString(screen())
 	})
 	waitUntil(t, 30*time.Second, "the operation completing", func() bool {
-		return strings.Contains(screen(), "op-1 completed: 3 of 3 released")
+		return strings.Contains(screen(), "op-1 completed: released 3 of 3")
 	})
 
 	waitUntil(t, 60*time.Second, "the workflow completes", func() bool {
@@ -162,7 +162,7 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 }
 
 // progressRow matches the status line of the console's running redrive.
-var progressRow = regexp.MustCompile(`(?m)^op-1 redriving \[[#-]+\] [0-3]/3 released · 1/s · `)
+var progressRow = regexp.MustCompile(`(?m)^op-1 redriving \[[#-]+\] released [0-3] of 3 · re-dead-lettered \d+ · \d+ still in the DLQ · `)
 
 // opRow matches the operations view's row of the completed redrive.
 var opRow = regexp.MustCompile(`(?m)^\W*op-1\s+completed\s+local\s+3 listed\s+\[#+\] 3/3\s`)

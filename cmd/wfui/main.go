@@ -55,6 +55,9 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			"rest stays in the dead-letter queue), as it does any running operation on the\n"+
 			"operations screen. Quitting the console does not stop an operation: the\n"+
 			"daemon runs it, and wfui says on exit which of its own are still running.\n\n"+
+			"Offline, the console keeps what it last knew, as of the time in the header,\n"+
+			"with countdowns and ages stopped there; keys that would change anything say\n"+
+			"why they cannot, and ctrl+r reconnects without waiting for the next attempt.\n\n"+
 			"With durabled --auth, give a token (an operator's to redrive and cancel; a\n"+
 			"reader's token may watch and read the audit log). Flags default to the\n"+
 			"DURABLE_* variables shown, shared with wf and the workers.\n\nFlags:\n")

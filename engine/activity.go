@@ -29,7 +29,7 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 	}
 	resp := &durablev1.PollActivityTaskResponse{}
 	k := queueKey{ActivityTask, req.GetTaskQueue()}
-	err := e.longPoll(ctx, k, func(now time.Time) (bool, time.Time, error) {
+	err := e.longPoll(ctx, k, req.GetIdentity(), func(now time.Time) (bool, time.Time, error) {
 		for {
 			if e.gate.err() != nil {
 				return false, time.Time{}, nil

@@ -60,8 +60,11 @@ type Engine struct {
 	snapshotReads chan struct{}
 	closeSubs     map[string][]chan struct{} // workflow id → waiters for its close
 	counts        map[stateKey]int           // activities per queue and state, see gauge.go
+	books         map[string]*queueBook      // tasks and leases per queue, see taskqueue.go
+	pollers       map[pollerKey]*pollerSeen  // workers polling, see taskqueue.go
 	janitorDone   chan struct{}
 	statsDone     chan struct{}
+	queuesDone    chan struct{} // closes when the task queue shower stops
 	// trailJanitorDone closes when the janitor of finished activities stops.
 	trailJanitorDone chan struct{}
 
@@ -113,8 +116,11 @@ func New(store Store, opts Options) (*Engine, error) {
 		snapshotReads: make(chan struct{}, snapshotReaders()),
 		closeSubs:     map[string][]chan struct{}{},
 		counts:        map[stateKey]int{},
+		books:         map[string]*queueBook{},
+		pollers:       map[pollerKey]*pollerSeen{},
 		janitorDone:   make(chan struct{}),
 		statsDone:     make(chan struct{}),
+		queuesDone:    make(chan struct{}),
 		ops:           map[int64]*opRun{},
 		opsWake:       make(chan struct{}, 1),
 		opsDone:       make(chan struct{}),
@@ -151,6 +157,7 @@ func New(store Store, opts Options) (*Engine, error) {
 	go e.statsJanitor()
 	go e.trailJanitor()
 	go e.releaser()
+	go e.queueShower()
 	return e, nil
 }
 
@@ -176,6 +183,7 @@ func (e *Engine) Close() error {
 	<-e.loopDone
 	<-e.janitorDone
 	<-e.statsDone
+	<-e.queuesDone
 	<-e.trailJanitorDone
 	<-e.opsDone
 	<-e.batcherDone
@@ -195,6 +203,7 @@ type change struct {
 	closed     []string
 	seqUsed    bool
 	moves      []stateMove   // activities between counts, see gauge.go
+	tasks      []taskMove    // tasks between spots of their queue's books, see taskqueue.go
 	observed   []observation // for the Observer, see observe.go
 	audits     []auditNote   // operator actions, see audit.go
 	operations []*durablev1.Operation
@@ -216,7 +225,7 @@ func (c *change) dropTimers(workflowID, activityID string) {
 // metrics, a closed workflow, an operator action. Timers alone show nothing.
 func (c *change) shown() bool {
 	return len(c.entries) > 0 || len(c.gone) > 0 || len(c.activities) > 0 || len(c.removed) > 0 ||
-		len(c.workflows) > 0 || len(c.closed) > 0 || len(c.moves) > 0 || len(c.observed) > 0 ||
+		len(c.workflows) > 0 || len(c.closed) > 0 || len(c.moves) > 0 || len(c.tasks) > 0 || len(c.observed) > 0 ||
 		len(c.audits) > 0 || len(c.operations) > 0 || len(c.overrides) > 0
 }
 
@@ -259,6 +268,7 @@ func (e *Engine) publishChangeLocked(c *change) {
 		}
 	}
 	e.countLocked(c.moves)
+	e.bookLocked(c.tasks)
 	for _, id := range c.closed {
 		for _, ch := range e.closeSubs[id] {
 			close(ch)

@@ -99,11 +99,20 @@ type trackTx struct {
 	Tx
 	c    *change
 	seen []seenActivity
+	// seenWorkflows is where the workflows read stood in their queue's
+	// books (taskqueue.go), by the same rule as seen.
+	seenWorkflows []seenWorkflow
 }
 
 type seenActivity struct {
 	workflowID, activityID string
 	key                    stateKey
+	spot                   taskSpot
+}
+
+type seenWorkflow struct {
+	id   string
+	spot taskSpot
 }
 
 func (t *trackTx) remember(a *durablev1.ActivityRecord) {
@@ -113,30 +122,30 @@ func (t *trackTx) remember(a *durablev1.ActivityRecord) {
 			return // the first read is the state before the transition
 		}
 	}
-	t.seen = append(t.seen, seenActivity{workflowID: wf, activityID: id, key: countKey(a)})
+	t.seen = append(t.seen, seenActivity{workflowID: wf, activityID: id, key: countKey(a), spot: activitySpot(a)})
 }
 
 // before returns the state an activity had before this transition wrote it
 // (zero if it did not exist) and forgets it, so a second write counts from
 // the first one's state.
-func (t *trackTx) before(workflowID, activityID string) (stateKey, error) {
+func (t *trackTx) before(workflowID, activityID string) (stateKey, taskSpot, error) {
 	for i := range t.seen {
 		if s := &t.seen[i]; s.workflowID == workflowID && s.activityID == activityID {
-			k := s.key
+			k, spot := s.key, s.spot
 			t.seen = slices.Delete(t.seen, i, i+1)
-			return k, nil
+			return k, spot, nil
 		}
 	}
 	// Not read by this transition: a new activity, or a path that wrote
 	// without reading. Read it, so the counts never drift.
 	a, err := t.Tx.GetActivity(workflowID, activityID)
 	if errors.Is(err, ErrNotFound) {
-		return stateKey{}, nil
+		return stateKey{}, taskSpot{}, nil
 	}
 	if err != nil {
-		return stateKey{}, err
+		return stateKey{}, taskSpot{}, err
 	}
-	return countKey(a), nil
+	return countKey(a), activitySpot(a), nil
 }
 
 func (t *trackTx) GetActivity(workflowID, activityID string) (*durablev1.ActivityRecord, error) {
@@ -156,23 +165,27 @@ func (t *trackTx) Activities(workflowID string) ([]*durablev1.ActivityRecord, er
 }
 
 func (t *trackTx) PutActivity(a *durablev1.ActivityRecord) error {
-	from, err := t.before(a.GetInfo().GetWorkflowId(), a.GetInfo().GetActivityId())
+	wf, id := a.GetInfo().GetWorkflowId(), a.GetInfo().GetActivityId()
+	from, fromSpot, err := t.before(wf, id)
 	if err != nil {
 		return err
 	}
 	if err := t.Tx.PutActivity(a); err != nil {
 		return err
 	}
-	to := countKey(a)
-	t.seen = append(t.seen, seenActivity{workflowID: a.GetInfo().GetWorkflowId(), activityID: a.GetInfo().GetActivityId(), key: to})
+	to, toSpot := countKey(a), activitySpot(a)
+	t.seen = append(t.seen, seenActivity{workflowID: wf, activityID: id, key: to, spot: toSpot})
 	if from != to {
 		t.c.moves = append(t.c.moves, stateMove{from: from, to: to})
+	}
+	if fromSpot != toSpot {
+		t.c.tasks = append(t.c.tasks, taskMove{kind: ActivityTask, workflowID: wf, activityID: id, from: fromSpot, to: toSpot})
 	}
 	return nil
 }
 
 func (t *trackTx) DeleteActivity(workflowID, activityID string) error {
-	from, err := t.before(workflowID, activityID)
+	from, fromSpot, err := t.before(workflowID, activityID)
 	if err != nil {
 		return err
 	}
@@ -181,6 +194,48 @@ func (t *trackTx) DeleteActivity(workflowID, activityID string) error {
 	}
 	if from.state != 0 {
 		t.c.moves = append(t.c.moves, stateMove{from: from})
+	}
+	if fromSpot != (taskSpot{}) {
+		t.c.tasks = append(t.c.tasks, taskMove{kind: ActivityTask, workflowID: workflowID, activityID: activityID, from: fromSpot})
+	}
+	return nil
+}
+
+func (t *trackTx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
+	w, err := t.Tx.GetWorkflow(id)
+	// A workflow not found stands nowhere: a StartWorkflow that looked
+	// first does not read it again when it writes it.
+	if (err == nil || errors.Is(err, ErrNotFound)) && !slices.ContainsFunc(t.seenWorkflows, func(s seenWorkflow) bool { return s.id == id }) {
+		t.seenWorkflows = append(t.seenWorkflows, seenWorkflow{id: id, spot: workflowSpot(w)})
+	}
+	return w, err
+}
+
+func (t *trackTx) PutWorkflow(w *durablev1.WorkflowRecord) error {
+	id := w.GetInfo().GetWorkflowId()
+	var from taskSpot
+	if i := slices.IndexFunc(t.seenWorkflows, func(s seenWorkflow) bool { return s.id == id }); i >= 0 {
+		from = t.seenWorkflows[i].spot
+		t.seenWorkflows = slices.Delete(t.seenWorkflows, i, i+1)
+	} else {
+		// Written without a read through this Tx (a new workflow, or one
+		// found by a scan): read where it stood.
+		old, err := t.Tx.GetWorkflow(id)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err == nil {
+			from = workflowSpot(old)
+		}
+	}
+	showWorkflowTask(w)
+	if err := t.Tx.PutWorkflow(w); err != nil {
+		return err
+	}
+	to := workflowSpot(w)
+	t.seenWorkflows = append(t.seenWorkflows, seenWorkflow{id: id, spot: to})
+	if from != to {
+		t.c.tasks = append(t.c.tasks, taskMove{kind: WorkflowTask, workflowID: id, from: from, to: to})
 	}
 	return nil
 }

@@ -49,6 +49,7 @@ func (e *Engine) nextTimerLocked() time.Time { return e.timers.next() }
 func (e *Engine) rebuildIndex(tx Tx) error {
 	err := tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
 		e.counts[countKey(a)]++
+		e.bookLocked([]taskMove{{kind: ActivityTask, workflowID: a.GetInfo().GetWorkflowId(), activityID: a.GetInfo().GetActivityId(), to: activitySpot(a)}})
 		if q, ok := QueueEntryOf(a); ok {
 			e.pushEntryLocked(q)
 		}
@@ -64,6 +65,7 @@ func (e *Engine) rebuildIndex(tx Tx) error {
 		if q, ok := WorkflowQueueEntryOf(w); ok {
 			e.pushEntryLocked(q)
 		}
+		e.bookLocked([]taskMove{{kind: WorkflowTask, workflowID: w.GetInfo().GetWorkflowId(), to: workflowSpot(w)}})
 		for _, t := range WorkflowTimersOf(w) {
 			e.timers.set(t)
 		}

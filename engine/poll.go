@@ -59,9 +59,11 @@ func (e *Engine) dropWaiter(k queueKey, w *waiter) {
 // the engine closes. take runs without the engine's mutex; it also reports
 // the due time of the earliest entry that is not yet due, so the poll wakes
 // for it. The poll is registered as a waiter before take looks, so a task
-// queued while take runs wakes it. A ctx that is already done makes longPoll
+// queued while take runs wakes it; the poll counts as a poller of identity
+// on the queue while it runs. A ctx that is already done makes longPoll
 // try exactly once.
-func (e *Engine) longPoll(ctx context.Context, k queueKey, take func(now time.Time) (bool, time.Time, error)) error {
+func (e *Engine) longPoll(ctx context.Context, k queueKey, identity string, take func(now time.Time) (bool, time.Time, error)) error {
+	defer e.pollStarted(k, identity)()
 	limit := e.clock.After(e.opts.PollTimeout)
 	for {
 		if err := e.fireDue(); err != nil && !refused(err) {

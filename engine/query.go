@@ -53,6 +53,7 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, req *durablev1.DescribeWo
 		if err != nil {
 			return err
 		}
+		showWorkflowTask(w)
 		resp.Workflow = w.GetInfo()
 		acts, err := tx.Activities(req.GetWorkflowId())
 		if err != nil {
@@ -151,6 +152,7 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *durablev1.ListWorkflows
 				if req.GetStatus() != durablev1.WorkflowStatus_WORKFLOW_STATUS_UNSPECIFIED && w.GetInfo().GetStatus() != req.GetStatus() {
 					continue
 				}
+				showWorkflowTask(w)
 				resp.Workflows = append(resp.Workflows, w.GetInfo())
 				if len(resp.Workflows) == size {
 					resp.NextPageToken = workflowCursor(after)

@@ -39,6 +39,10 @@ type watcher struct {
 	once sync.Once
 	err  error
 	done chan struct{}
+	// queues is the task queue list the watcher got last, at queuesAt
+	// (see queueShower); guarded by the engine's mu.
+	queues   []*durablev1.TaskQueue
+	queuesAt time.Time
 }
 
 func (w *watcher) stop(err error) {
@@ -154,7 +158,8 @@ func (e *Engine) sendViewsLocked(views []*durablev1.PendingActivity) {
 // with the policy in force), every policy override, every running workflow
 // plus the most recently closed ones (at most watchClosedMax, closed within
 // watchClosedWindow) and every running operation plus the recently finished
-// ones, then each change, until ctx ends, send fails, the engine closes or
+// ones, and (in SNAPSHOT_DONE) the task queues, then each change (the task
+// queues whole, at most once a second, see queueShower), until ctx ends, send fails, the engine closes or
 // the reader falls behind (ErrWatchLagged, only ever after SNAPSHOT_DONE).
 // More than Options.MaxWatchers at once are refused with a
 // *WatchLimitError.
@@ -218,6 +223,13 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 	if err != nil {
 		return err
 	}
+	// The task queues are a gauge of now, not of the view: taken here,
+	// outside the publishing lock.
+	e.mu.Lock()
+	now := e.now()
+	snap.queues = e.taskQueuesLocked(now)
+	w.queues, w.queuesAt = snap.queues, now
+	e.mu.Unlock()
 	if err := snap.send(send); err != nil {
 		return err
 	}
@@ -267,6 +279,7 @@ func (e *WatchLimitError) Error() string {
 type watchSnapshot struct {
 	now       *timestamppb.Timestamp
 	writes    *durablev1.WritesState
+	queues    []*durablev1.TaskQueue
 	overrides overrideTable
 	running   map[int64]bool // the operations running at the view
 	acts      []*durablev1.PendingActivity
@@ -289,6 +302,7 @@ func (e *Engine) readSnapshot(tx Tx, snap *watchSnapshot, since time.Time) error
 		return err
 	}
 	err = tx.RunningWorkflows(func(r *durablev1.WorkflowRecord) bool {
+		showWorkflowTask(r)
 		snap.wfs = append(snap.wfs, r.GetInfo())
 		return true
 	})
@@ -333,7 +347,8 @@ func (snap *watchSnapshot) send(send func(*durablev1.WatchEvent) error) error {
 			return err
 		}
 	}
-	return send(&durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE, ServerTime: now, Writes: snap.writes})
+	return send(&durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE, ServerTime: now, Writes: snap.writes,
+		TaskQueues: &durablev1.TaskQueueList{TaskQueues: snap.queues}})
 }
 
 // watchOperationsScanned bounds the operation records a snapshot reads

@@ -118,7 +118,7 @@ func (e *Engine) scheduleWorkflowTask(tx Tx, c *change, w *durablev1.WorkflowRec
 func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkflowTaskRequest) (*durablev1.PollWorkflowTaskResponse, error) {
 	resp := &durablev1.PollWorkflowTaskResponse{}
 	k := queueKey{WorkflowTask, req.GetTaskQueue()}
-	err := e.longPoll(ctx, k, func(now time.Time) (bool, time.Time, error) {
+	err := e.longPoll(ctx, k, req.GetIdentity(), func(now time.Time) (bool, time.Time, error) {
 		for {
 			if e.gate.err() != nil {
 				return false, time.Time{}, nil // a lease is a write: see PollActivityTask
@@ -152,6 +152,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 					return err
 				}
 				c.addTimer(WorkflowTimersOf(w)...)
+				c.workflow(w) // watchers see its task leave the queue
 				startedID = w.GetNextEventId() - 1
 				resp.TaskToken = encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()})
 				resp.WorkflowId = w.GetInfo().GetWorkflowId()

@@ -156,6 +156,16 @@ func (s *Server) ListAuditRecords(ctx context.Context, req *durablev1.ListAuditR
 	return reply(s, ctx, "ListAuditRecords", resp, err)
 }
 
+// ListTaskQueues returns who polls each task queue, what waits in it and
+// who holds its leases, from the engine's memory.
+func (s *Server) ListTaskQueues(ctx context.Context, req *durablev1.ListTaskQueuesRequest) (*durablev1.ListTaskQueuesResponse, error) {
+	if err := s.check().listTaskQueues(req); err != nil {
+		return nil, s.toStatus(ctx, "ListTaskQueues", err)
+	}
+	resp, err := s.engine.ListTaskQueues(ctx, req)
+	return reply(s, ctx, "ListTaskQueues", resp, err)
+}
+
 // seal turns a lease body from the engine into the token the calling
 // principal receives.
 func (s *Server) seal(ctx context.Context, body []byte) ([]byte, error) {

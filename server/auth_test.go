@@ -155,6 +155,10 @@ func TestRolesTable(t *testing.T) {
 			_, err := c.ListActivityStats(ctx, &durablev1.ListActivityStatsRequest{})
 			return err
 		}},
+		"ListTaskQueues": {"reader operator", func(ctx context.Context) error {
+			_, err := c.ListTaskQueues(ctx, &durablev1.ListTaskQueuesRequest{})
+			return err
+		}},
 		"ListAuditRecords": {"reader operator", func(ctx context.Context) error {
 			_, err := c.ListAuditRecords(ctx, &durablev1.ListAuditRecordsRequest{})
 			return err

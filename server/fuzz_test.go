@@ -41,6 +41,7 @@ func validateAny(kind uint8, data []byte) (proto.Message, error) {
 		{&durablev1.SetPolicyOverrideRequest{}, func(m proto.Message) error { return v.setPolicyOverride(m.(*durablev1.SetPolicyOverrideRequest)) }},
 		{&durablev1.ClearPolicyOverrideRequest{}, func(m proto.Message) error { return v.clearPolicyOverride(m.(*durablev1.ClearPolicyOverrideRequest)) }},
 		{&durablev1.ListActivityStatsRequest{}, func(m proto.Message) error { return v.listActivityStats(m.(*durablev1.ListActivityStatsRequest)) }},
+		{&durablev1.ListTaskQueuesRequest{}, func(m proto.Message) error { return v.listTaskQueues(m.(*durablev1.ListTaskQueuesRequest)) }},
 	}
 	c := checks[int(kind)%len(checks)]
 	if err := proto.Unmarshal(data, c.msg); err != nil {

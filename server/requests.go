@@ -159,6 +159,10 @@ func (v validator) cancelOperation(r *durablev1.CancelOperationRequest) error {
 	)
 }
 
+func (v validator) listTaskQueues(r *durablev1.ListTaskQueuesRequest) error {
+	return v.optionalID("task_queue", r.GetTaskQueue())
+}
+
 func (v validator) listAuditRecords(r *durablev1.ListAuditRecordsRequest) error {
 	return first(
 		func() error {

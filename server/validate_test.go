@@ -537,3 +537,13 @@ func TestListActivityStats_BadInput(t *testing.T) {
 		{"All", &durablev1.ListActivityStatsRequest{}, codes.OK, ""},
 	})
 }
+
+func TestListTaskQueues_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.ListTaskQueues, []badInput[*durablev1.ListTaskQueuesRequest]{
+		{"QueueWithNewline", &durablev1.ListTaskQueuesRequest{TaskQueue: "a\nb"}, codes.InvalidArgument, "task_queue"},
+		{"One", &durablev1.ListTaskQueuesRequest{TaskQueue: "q"}, codes.OK, ""},
+		{"All", &durablev1.ListTaskQueuesRequest{}, codes.OK, ""},
+	})
+}

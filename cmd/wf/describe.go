@@ -65,13 +65,14 @@ func (c *cli) describe(args []string) int {
 		return c.done(printProto(c.stdout, resp))
 	}
 	now := time.Now()
-	printWorkflow(c.stdout, resp.GetWorkflow(), now)
 	acts := resp.GetPendingActivities()
+	queues, known := c.queuesWaitedOn(ctx, cl, resp, now)
+	printWorkflow(c.stdout, resp.GetWorkflow(), waitText(resp.GetWorkflow(), queues, known, now), now)
 	if len(acts) == 0 {
 		fmt.Fprintln(c.stdout, "\nNo pending activities.")
 	} else {
 		fmt.Fprintln(c.stdout)
-		printActivities(c.stdout, acts, now)
+		printActivities(c.stdout, acts, queues, known, now)
 		overrides := c.overridesFor(ctx, cl, acts)
 		for _, a := range acts {
 			fmt.Fprintln(c.stdout)
@@ -84,6 +85,41 @@ func (c *cli) describe(args []string) int {
 		printFinished(c.stdout, fins, *attempts, now)
 	}
 	return exitOK
+}
+
+// queuesWaitedOn fetches the task queues when the workflow's task or one of
+// its activities waits in one, to tell whether a worker polls it. known is
+// false when nothing waits or the daemon did not answer (an older one).
+func (c *cli) queuesWaitedOn(ctx context.Context, cl *client.Client, resp *durablev1.DescribeWorkflowResponse, now time.Time) (queues []*durablev1.TaskQueue, known bool) {
+	_, waits := client.WorkflowWait(resp.GetWorkflow(), nil)
+	for _, a := range resp.GetPendingActivities() {
+		if _, ok := client.ActivityWait(a, nil, now); ok {
+			waits = true
+		}
+	}
+	if !waits {
+		return nil, false
+	}
+	qs, _, err := cl.TaskQueues(ctx, "")
+	if err != nil {
+		return nil, false
+	}
+	return qs, true
+}
+
+// waitText says what a running workflow waits on when its workflow task
+// waits in a queue ("workflow task waiting 5.9s on queue orders, no
+// poller"); without the queues (known false) it does not say whether a
+// worker polls. "" when it waits on no queue.
+func waitText(wf *durablev1.WorkflowInfo, queues []*durablev1.TaskQueue, known bool, now time.Time) string {
+	w, ok := client.WorkflowWait(wf, queues)
+	if !ok {
+		return ""
+	}
+	if !known {
+		w.NoPoller = false
+	}
+	return w.String(now)
 }
 
 // overridesFor fetches the policy overrides when an activity has fields
@@ -165,12 +201,15 @@ func spanOrNone(d *durationpb.Duration) string {
 }
 
 // printWorkflow writes a workflow as a key/value block.
-func printWorkflow(w io.Writer, wf *durablev1.WorkflowInfo, now time.Time) {
+func printWorkflow(w io.Writer, wf *durablev1.WorkflowInfo, waiting string, now time.Time) {
 	t := table(w)
 	row(t, "Workflow:", activity.EscapeID(wf.GetWorkflowId()))
 	row(t, "Type:", activity.EscapeID(wf.GetWorkflowType()))
 	row(t, "Task queue:", activity.EscapeID(wf.GetTaskQueue()))
 	row(t, "Status:", workflowStatus(wf.GetStatus()))
+	if waiting != "" {
+		row(t, "Waiting:", waiting)
+	}
 	row(t, "Started:", stampAgo(wf.GetStartTime(), now))
 	if wf.GetCloseTime() != nil {
 		row(t, "Closed:", fmt.Sprintf("%s, took %s", stampAgo(wf.GetCloseTime(), now),
@@ -191,13 +230,14 @@ func printWorkflow(w io.Writer, wf *durablev1.WorkflowInfo, now time.Time) {
 	t.Flush()
 }
 
-// printActivities writes the pending activities table.
-func printActivities(w io.Writer, acts []*durablev1.PendingActivity, now time.Time) {
+// printActivities writes the pending activities table. With the task
+// queues known, an activity due on a queue no worker polls says so.
+func printActivities(w io.Writer, acts []*durablev1.PendingActivity, queues []*durablev1.TaskQueue, known bool, now time.Time) {
 	t := table(w)
 	row(t, "ACTIVITY", "TYPE", "STATE", "ATTEMPT", "NEXT", "LAST FAILURE", "HEARTBEAT", "DETAILS")
 	for _, a := range acts {
 		row(t, activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType()), activityState(a.GetState()),
-			attemptOf(a), next(a, now), dash(cut(failureText(a.GetLastFailure()), 50)),
+			attemptOf(a), nextOrStalled(a, queues, known, now), dash(cut(failureText(a.GetLastFailure()), 50)),
 			heartbeatAge(a, now), dash(preview(a.GetHeartbeatDetails(), 40)))
 	}
 	t.Flush()
@@ -241,6 +281,17 @@ func next(a *durablev1.PendingActivity, now time.Time) string {
 		return "needs redrive"
 	}
 	return "-"
+}
+
+// nextOrStalled is next, or "waiting 12s, no poller" for an activity due
+// on a queue no worker polls.
+func nextOrStalled(a *durablev1.PendingActivity, queues []*durablev1.TaskQueue, known bool, now time.Time) string {
+	if known {
+		if w, ok := client.ActivityWait(a, queues, now); ok && w.NoPoller {
+			return "waiting " + human(max(now.Sub(w.Since), 0)) + ", no poller"
+		}
+	}
+	return next(a, now)
 }
 
 // heartbeatAge is how long ago the last heartbeat came, "-" if none.

@@ -96,6 +96,7 @@ func commands() []command {
 		{"dlq", "list, group and redrive dead-lettered activities, one or by operation", (*cli).dlq},
 		{"ops", "list, follow and cancel the operations the daemon runs", (*cli).ops},
 		{"policy", "override an activity type's retry policy and timeouts, no redeploy", (*cli).policy},
+		{"queues", "task queues: who polls them, backlog and its age, leases per worker", (*cli).queues},
 		{"audit", "who redrove, cancelled or overrode what, when, how many and why", (*cli).audit},
 		{"watch", "follow the daemon's live change stream", (*cli).watch},
 		{"stats", "activity latency percentiles; check a retry policy against them", (*cli).stats},

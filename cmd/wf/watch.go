@@ -140,6 +140,16 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 		}
 		lines = append(lines, fmt.Sprintf("policy override of %s: %s by %s", overrideTarget(o), patchText(o.GetPatch()), dash(o.GetPrincipal())))
 	}
+	for _, q := range ev.GetTaskQueues().GetTaskQueues() {
+		var leases int64
+		for _, l := range q.GetLeases() {
+			leases += l.GetActivities()
+		}
+		line := fmt.Sprintf("queue %s pollers=%d backlog=%d later=%d oldest=%s wf-tasks=%d leases=%d %s", activity.EscapeID(q.GetName()),
+			len(q.GetPollers()), q.GetActivityTasks().GetReady(), q.GetActivityTasks().GetLater(), oldestCell(q, now),
+			q.GetWorkflowTasks().GetReady(), leases, queueStatus(q))
+		lines = append(lines, line)
+	}
 	if w := ev.GetWrites(); w.GetRefused() {
 		lines = append(lines, "writes refused since "+w.GetSince().AsTime().Local().Format("15:04:05")+": "+w.GetReason())
 	} else if w != nil && ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT {

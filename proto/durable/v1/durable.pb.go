@@ -405,6 +405,56 @@ func (WatchEventKind) EnumDescriptor() ([]byte, []int) {
 	return file_durable_v1_durable_proto_rawDescGZIP(), []int{5}
 }
 
+// TaskKind tells workflow tasks from activity tasks.
+type TaskKind int32
+
+const (
+	TaskKind_TASK_KIND_UNSPECIFIED TaskKind = 0
+	TaskKind_TASK_KIND_WORKFLOW    TaskKind = 1
+	TaskKind_TASK_KIND_ACTIVITY    TaskKind = 2
+)
+
+// Enum value maps for TaskKind.
+var (
+	TaskKind_name = map[int32]string{
+		0: "TASK_KIND_UNSPECIFIED",
+		1: "TASK_KIND_WORKFLOW",
+		2: "TASK_KIND_ACTIVITY",
+	}
+	TaskKind_value = map[string]int32{
+		"TASK_KIND_UNSPECIFIED": 0,
+		"TASK_KIND_WORKFLOW":    1,
+		"TASK_KIND_ACTIVITY":    2,
+	}
+)
+
+func (x TaskKind) Enum() *TaskKind {
+	p := new(TaskKind)
+	*p = x
+	return p
+}
+
+func (x TaskKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TaskKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_durable_v1_durable_proto_enumTypes[6].Descriptor()
+}
+
+func (TaskKind) Type() protoreflect.EnumType {
+	return &file_durable_v1_durable_proto_enumTypes[6]
+}
+
+func (x TaskKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TaskKind.Descriptor instead.
+func (TaskKind) EnumDescriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{6}
+}
+
 // Empty is the reply of calls that only succeed or fail.
 type Empty struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -915,8 +965,15 @@ type WorkflowInfo struct {
 	// Activities scheduled and not yet completed or failed (dead letters included).
 	PendingActivities int32 `protobuf:"varint,10,opt,name=pending_activities,json=pendingActivities,proto3" json:"pending_activities,omitempty"`
 	DeadLetters       int32 `protobuf:"varint,11,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Set while the workflow's next workflow task waits in task_queue for a
+	// worker: when it became due. Unset while a worker runs it or when none is
+	// needed. With TaskQueue.workflow_tasks.stalled it says the workflow is
+	// stuck on a queue nobody polls (see client.WorkflowWait).
+	WorkflowTaskReadyTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=workflow_task_ready_time,json=workflowTaskReadyTime,proto3" json:"workflow_task_ready_time,omitempty"`
+	// The attempt of that workflow task (above 1 after a workflow task failed).
+	WorkflowTaskAttempt int32 `protobuf:"varint,13,opt,name=workflow_task_attempt,json=workflowTaskAttempt,proto3" json:"workflow_task_attempt,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *WorkflowInfo) Reset() {
@@ -1022,6 +1079,20 @@ func (x *WorkflowInfo) GetPendingActivities() int32 {
 func (x *WorkflowInfo) GetDeadLetters() int32 {
 	if x != nil {
 		return x.DeadLetters
+	}
+	return 0
+}
+
+func (x *WorkflowInfo) GetWorkflowTaskReadyTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WorkflowTaskReadyTime
+	}
+	return nil
+}
+
+func (x *WorkflowInfo) GetWorkflowTaskAttempt() int32 {
+	if x != nil {
+		return x.WorkflowTaskAttempt
 	}
 	return 0
 }
@@ -4744,7 +4815,14 @@ type WatchEvent struct {
 	PolicyOverrides []*PolicyOverride `protobuf:"bytes,8,rep,name=policy_overrides,json=policyOverrides,proto3" json:"policy_overrides,omitempty"`
 	// SNAPSHOT_DONE: whether the daemon takes changes of state; UPSERT: set
 	// only when that changes (a full disk, space back, a failed sync).
-	Writes        *WritesState `protobuf:"bytes,9,opt,name=writes,proto3" json:"writes,omitempty"`
+	Writes *WritesState `protobuf:"bytes,9,opt,name=writes,proto3" json:"writes,omitempty"`
+	// SNAPSHOT_DONE: every task queue (as ListTaskQueues); UPSERT: set,
+	// whole, at most once a second and only when the list changed for this
+	// watcher (a poller came, went or parked, a count, an oldest time,
+	// stalled), so a console replaces its list. A change of poll times alone
+	// is sent at most every ten seconds. Ages are the reader's to compute from
+	// the times, which do not move while a task waits.
+	TaskQueues    *TaskQueueList `protobuf:"bytes,10,opt,name=task_queues,json=taskQueues,proto3" json:"task_queues,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4838,6 +4916,13 @@ func (x *WatchEvent) GetPolicyOverrides() []*PolicyOverride {
 func (x *WatchEvent) GetWrites() *WritesState {
 	if x != nil {
 		return x.Writes
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetTaskQueues() *TaskQueueList {
+	if x != nil {
+		return x.TaskQueues
 	}
 	return nil
 }
@@ -5190,6 +5275,443 @@ func (x *ListAuditRecordsResponse) GetNextPageToken() []byte {
 	return nil
 }
 
+type ListTaskQueuesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this queue; empty means all.
+	TaskQueue     string `protobuf:"bytes,1,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTaskQueuesRequest) Reset() {
+	*x = ListTaskQueuesRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTaskQueuesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTaskQueuesRequest) ProtoMessage() {}
+
+func (x *ListTaskQueuesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTaskQueuesRequest.ProtoReflect.Descriptor instead.
+func (*ListTaskQueuesRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *ListTaskQueuesRequest) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
+}
+
+type ListTaskQueuesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By name.
+	TaskQueues []*TaskQueue `protobuf:"bytes,1,rep,name=task_queues,json=taskQueues,proto3" json:"task_queues,omitempty"`
+	// The daemon's clock when the list was made: ages are as of this time.
+	ServerTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTaskQueuesResponse) Reset() {
+	*x = ListTaskQueuesResponse{}
+	mi := &file_durable_v1_durable_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTaskQueuesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTaskQueuesResponse) ProtoMessage() {}
+
+func (x *ListTaskQueuesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTaskQueuesResponse.ProtoReflect.Descriptor instead.
+func (*ListTaskQueuesResponse) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ListTaskQueuesResponse) GetTaskQueues() []*TaskQueue {
+	if x != nil {
+		return x.TaskQueues
+	}
+	return nil
+}
+
+func (x *ListTaskQueuesResponse) GetServerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ServerTime
+	}
+	return nil
+}
+
+// TaskQueueList is the whole list of task queues, as Watch sends it.
+type TaskQueueList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskQueues    []*TaskQueue           `protobuf:"bytes,1,rep,name=task_queues,json=taskQueues,proto3" json:"task_queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskQueueList) Reset() {
+	*x = TaskQueueList{}
+	mi := &file_durable_v1_durable_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskQueueList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskQueueList) ProtoMessage() {}
+
+func (x *TaskQueueList) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskQueueList.ProtoReflect.Descriptor instead.
+func (*TaskQueueList) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *TaskQueueList) GetTaskQueues() []*TaskQueue {
+	if x != nil {
+		return x.TaskQueues
+	}
+	return nil
+}
+
+// TaskQueue is one task queue as the daemon sees it now.
+type TaskQueue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Workers that polled the queue in the last five minutes, by kind and
+	// identity; one that has not polled for five minutes is forgotten, unless
+	// it still holds leases on the queue.
+	Pollers       []*Poller    `protobuf:"bytes,2,rep,name=pollers,proto3" json:"pollers,omitempty"`
+	WorkflowTasks *TaskBacklog `protobuf:"bytes,3,opt,name=workflow_tasks,json=workflowTasks,proto3" json:"workflow_tasks,omitempty"`
+	ActivityTasks *TaskBacklog `protobuf:"bytes,4,opt,name=activity_tasks,json=activityTasks,proto3" json:"activity_tasks,omitempty"`
+	// Activity attempts started and not yet finished, per worker identity.
+	Leases []*WorkerLeases `protobuf:"bytes,5,rep,name=leases,proto3" json:"leases,omitempty"`
+	// Work is ready (of either kind) and no poller of that kind is parked on
+	// the queue, has polled it within the last minute or (for activities)
+	// holds a lease on it: nothing will take the work. The daemon computes it;
+	// a reader need not.
+	Stalled       bool `protobuf:"varint,6,opt,name=stalled,proto3" json:"stalled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskQueue) Reset() {
+	*x = TaskQueue{}
+	mi := &file_durable_v1_durable_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskQueue) ProtoMessage() {}
+
+func (x *TaskQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskQueue.ProtoReflect.Descriptor instead.
+func (*TaskQueue) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *TaskQueue) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TaskQueue) GetPollers() []*Poller {
+	if x != nil {
+		return x.Pollers
+	}
+	return nil
+}
+
+func (x *TaskQueue) GetWorkflowTasks() *TaskBacklog {
+	if x != nil {
+		return x.WorkflowTasks
+	}
+	return nil
+}
+
+func (x *TaskQueue) GetActivityTasks() *TaskBacklog {
+	if x != nil {
+		return x.ActivityTasks
+	}
+	return nil
+}
+
+func (x *TaskQueue) GetLeases() []*WorkerLeases {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+func (x *TaskQueue) GetStalled() bool {
+	if x != nil {
+		return x.Stalled
+	}
+	return false
+}
+
+// Poller is a worker polling a queue for one kind of task.
+type Poller struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The identity the worker sent with its polls ("" if none).
+	Identity string   `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
+	Kind     TaskKind `protobuf:"varint,2,opt,name=kind,proto3,enum=durable.v1.TaskKind" json:"kind,omitempty"`
+	// When it last started or ended a poll.
+	LastPollTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_poll_time,json=lastPollTime,proto3" json:"last_poll_time,omitempty"`
+	// A poll of it is parked on the queue now, waiting for a task.
+	Parked        bool `protobuf:"varint,4,opt,name=parked,proto3" json:"parked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Poller) Reset() {
+	*x = Poller{}
+	mi := &file_durable_v1_durable_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Poller) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Poller) ProtoMessage() {}
+
+func (x *Poller) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Poller.ProtoReflect.Descriptor instead.
+func (*Poller) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *Poller) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *Poller) GetKind() TaskKind {
+	if x != nil {
+		return x.Kind
+	}
+	return TaskKind_TASK_KIND_UNSPECIFIED
+}
+
+func (x *Poller) GetLastPollTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastPollTime
+	}
+	return nil
+}
+
+func (x *Poller) GetParked() bool {
+	if x != nil {
+		return x.Parked
+	}
+	return false
+}
+
+// TaskBacklog counts the tasks of one kind queued on a queue.
+type TaskBacklog struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tasks due now that no worker has taken.
+	Ready int64 `protobuf:"varint,1,opt,name=ready,proto3" json:"ready,omitempty"`
+	// When the oldest ready task became due; unset when none is ready.
+	OldestReadyTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=oldest_ready_time,json=oldestReadyTime,proto3" json:"oldest_ready_time,omitempty"`
+	// Tasks queued with a due time still ahead (a retry's backoff, a workflow
+	// task's retry).
+	Later int64 `protobuf:"varint,3,opt,name=later,proto3" json:"later,omitempty"`
+	// Ready tasks wait and no poller of this kind is live (see
+	// TaskQueue.stalled).
+	Stalled       bool `protobuf:"varint,4,opt,name=stalled,proto3" json:"stalled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskBacklog) Reset() {
+	*x = TaskBacklog{}
+	mi := &file_durable_v1_durable_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskBacklog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskBacklog) ProtoMessage() {}
+
+func (x *TaskBacklog) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskBacklog.ProtoReflect.Descriptor instead.
+func (*TaskBacklog) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *TaskBacklog) GetReady() int64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *TaskBacklog) GetOldestReadyTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OldestReadyTime
+	}
+	return nil
+}
+
+func (x *TaskBacklog) GetLater() int64 {
+	if x != nil {
+		return x.Later
+	}
+	return 0
+}
+
+func (x *TaskBacklog) GetStalled() bool {
+	if x != nil {
+		return x.Stalled
+	}
+	return false
+}
+
+// WorkerLeases is how many activity attempts one worker holds on a queue.
+type WorkerLeases struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Identity      string                 `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
+	Activities    int64                  `protobuf:"varint,2,opt,name=activities,proto3" json:"activities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerLeases) Reset() {
+	*x = WorkerLeases{}
+	mi := &file_durable_v1_durable_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerLeases) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerLeases) ProtoMessage() {}
+
+func (x *WorkerLeases) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerLeases.ProtoReflect.Descriptor instead.
+func (*WorkerLeases) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *WorkerLeases) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *WorkerLeases) GetActivities() int64 {
+	if x != nil {
+		return x.Activities
+	}
+	return 0
+}
+
 var File_durable_v1_durable_proto protoreflect.FileDescriptor
 
 const file_durable_v1_durable_proto_rawDesc = "" +
@@ -5240,7 +5762,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\tprincipal\x18\x11 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06reason\x18\x12 \x01(\tR\x06reason\x12,\n" +
 	"\x04edit\x18\x13 \x01(\v2\x18.durable.v1.OptionsPatchR\x04edit\x12!\n" +
-	"\foperation_id\x18\x14 \x01(\tR\voperationId\"\xdd\x03\n" +
+	"\foperation_id\x18\x14 \x01(\tR\voperationId\"\xe6\x04\n" +
 	"\fWorkflowInfo\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12#\n" +
@@ -5257,7 +5779,9 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x0ehistory_length\x18\t \x01(\x03R\rhistoryLength\x12-\n" +
 	"\x12pending_activities\x18\n" +
 	" \x01(\x05R\x11pendingActivities\x12!\n" +
-	"\fdead_letters\x18\v \x01(\x05R\vdeadLetters\"\xee\x01\n" +
+	"\fdead_letters\x18\v \x01(\x05R\vdeadLetters\x12S\n" +
+	"\x18workflow_task_ready_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x15workflowTaskReadyTime\x122\n" +
+	"\x15workflow_task_attempt\x18\r \x01(\x05R\x13workflowTaskAttempt\"\xee\x01\n" +
 	"\rAttemptRecord\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1a\n" +
 	"\bidentity\x18\x02 \x01(\tR\bidentity\x12=\n" +
@@ -5579,7 +6103,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"workflowId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
 	"activityId\x12#\n" +
-	"\ractivity_type\x18\x03 \x01(\tR\factivityType\"\x8e\x04\n" +
+	"\ractivity_type\x18\x03 \x01(\tR\factivityType\"\xca\x04\n" +
 	"\n" +
 	"WatchEvent\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.durable.v1.WatchEventKindR\x04kind\x12;\n" +
@@ -5595,7 +6119,10 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"operations\x18\a \x03(\v2\x15.durable.v1.OperationR\n" +
 	"operations\x12E\n" +
 	"\x10policy_overrides\x18\b \x03(\v2\x1a.durable.v1.PolicyOverrideR\x0fpolicyOverrides\x12/\n" +
-	"\x06writes\x18\t \x01(\v2\x17.durable.v1.WritesStateR\x06writes\"q\n" +
+	"\x06writes\x18\t \x01(\v2\x17.durable.v1.WritesStateR\x06writes\x12:\n" +
+	"\vtask_queues\x18\n" +
+	" \x01(\v2\x19.durable.v1.TaskQueueListR\n" +
+	"taskQueues\"q\n" +
 	"\vWritesState\x12\x18\n" +
 	"\arefused\x18\x01 \x01(\bR\arefused\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x120\n" +
@@ -5624,7 +6151,40 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x03 \x01(\fR\rnextPageToken\"u\n" +
 	"\x18ListAuditRecordsResponse\x121\n" +
 	"\arecords\x18\x01 \x03(\v2\x17.durable.v1.AuditRecordR\arecords\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken*\xe2\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"6\n" +
+	"\x15ListTaskQueuesRequest\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\x01 \x01(\tR\ttaskQueue\"\x8d\x01\n" +
+	"\x16ListTaskQueuesResponse\x126\n" +
+	"\vtask_queues\x18\x01 \x03(\v2\x15.durable.v1.TaskQueueR\n" +
+	"taskQueues\x12;\n" +
+	"\vserver_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"serverTime\"G\n" +
+	"\rTaskQueueList\x126\n" +
+	"\vtask_queues\x18\x01 \x03(\v2\x15.durable.v1.TaskQueueR\n" +
+	"taskQueues\"\x99\x02\n" +
+	"\tTaskQueue\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\apollers\x18\x02 \x03(\v2\x12.durable.v1.PollerR\apollers\x12>\n" +
+	"\x0eworkflow_tasks\x18\x03 \x01(\v2\x17.durable.v1.TaskBacklogR\rworkflowTasks\x12>\n" +
+	"\x0eactivity_tasks\x18\x04 \x01(\v2\x17.durable.v1.TaskBacklogR\ractivityTasks\x120\n" +
+	"\x06leases\x18\x05 \x03(\v2\x18.durable.v1.WorkerLeasesR\x06leases\x12\x18\n" +
+	"\astalled\x18\x06 \x01(\bR\astalled\"\xa8\x01\n" +
+	"\x06Poller\x12\x1a\n" +
+	"\bidentity\x18\x01 \x01(\tR\bidentity\x12(\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x14.durable.v1.TaskKindR\x04kind\x12@\n" +
+	"\x0elast_poll_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\flastPollTime\x12\x16\n" +
+	"\x06parked\x18\x04 \x01(\bR\x06parked\"\x9b\x01\n" +
+	"\vTaskBacklog\x12\x14\n" +
+	"\x05ready\x18\x01 \x01(\x03R\x05ready\x12F\n" +
+	"\x11oldest_ready_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0foldestReadyTime\x12\x14\n" +
+	"\x05later\x18\x03 \x01(\x03R\x05later\x12\x18\n" +
+	"\astalled\x18\x04 \x01(\bR\astalled\"J\n" +
+	"\fWorkerLeases\x12\x1a\n" +
+	"\bidentity\x18\x01 \x01(\tR\bidentity\x12\x1e\n" +
+	"\n" +
+	"activities\x18\x02 \x01(\x03R\n" +
+	"activities*\xe2\x04\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12)\n" +
 	"%EVENT_TYPE_WORKFLOW_EXECUTION_STARTED\x10\x01\x12+\n" +
@@ -5670,7 +6230,11 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_KIND_SNAPSHOT\x10\x01\x12\"\n" +
 	"\x1eWATCH_EVENT_KIND_SNAPSHOT_DONE\x10\x02\x12\x1b\n" +
 	"\x17WATCH_EVENT_KIND_UPSERT\x10\x03\x12\x1b\n" +
-	"\x17WATCH_EVENT_KIND_REMOVE\x10\x042\xdd\x10\n" +
+	"\x17WATCH_EVENT_KIND_REMOVE\x10\x04*U\n" +
+	"\bTaskKind\x12\x19\n" +
+	"\x15TASK_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12TASK_KIND_WORKFLOW\x10\x01\x12\x16\n" +
+	"\x12TASK_KIND_ACTIVITY\x10\x022\xb6\x11\n" +
 	"\aDurable\x12]\n" +
 	"\x10PollWorkflowTask\x12#.durable.v1.PollWorkflowTaskRequest\x1a$.durable.v1.PollWorkflowTaskResponse\x12R\n" +
 	"\x14CompleteWorkflowTask\x12'.durable.v1.CompleteWorkflowTaskRequest\x1a\x11.durable.v1.Empty\x12J\n" +
@@ -5695,7 +6259,8 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x0eListActivities\x12!.durable.v1.ListActivitiesRequest\x1a\".durable.v1.ListActivitiesResponse\x12`\n" +
 	"\x11ListActivityStats\x12$.durable.v1.ListActivityStatsRequest\x1a%.durable.v1.ListActivityStatsResponse\x12;\n" +
 	"\x05Watch\x12\x18.durable.v1.WatchRequest\x1a\x16.durable.v1.WatchEvent0\x01\x12]\n" +
-	"\x10ListAuditRecords\x12#.durable.v1.ListAuditRecordsRequest\x1a$.durable.v1.ListAuditRecordsResponseB7Z5github.com/tinyllm/durable/proto/durable/v1;durablev1b\x06proto3"
+	"\x10ListAuditRecords\x12#.durable.v1.ListAuditRecordsRequest\x1a$.durable.v1.ListAuditRecordsResponse\x12W\n" +
+	"\x0eListTaskQueues\x12!.durable.v1.ListTaskQueuesRequest\x1a\".durable.v1.ListTaskQueuesResponseB7Z5github.com/tinyllm/durable/proto/durable/v1;durablev1b\x06proto3"
 
 var (
 	file_durable_v1_durable_proto_rawDescOnce sync.Once
@@ -5709,8 +6274,8 @@ func file_durable_v1_durable_proto_rawDescGZIP() []byte {
 	return file_durable_v1_durable_proto_rawDescData
 }
 
-var file_durable_v1_durable_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_durable_v1_durable_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_durable_v1_durable_proto_goTypes = []any{
 	(EventType)(0),                      // 0: durable.v1.EventType
 	(WorkflowStatus)(0),                 // 1: durable.v1.WorkflowStatus
@@ -5718,230 +6283,252 @@ var file_durable_v1_durable_proto_goTypes = []any{
 	(CommandType)(0),                    // 3: durable.v1.CommandType
 	(OperationState)(0),                 // 4: durable.v1.OperationState
 	(WatchEventKind)(0),                 // 5: durable.v1.WatchEventKind
-	(*Empty)(nil),                       // 6: durable.v1.Empty
-	(*RetryPolicy)(nil),                 // 7: durable.v1.RetryPolicy
-	(*ActivityOptions)(nil),             // 8: durable.v1.ActivityOptions
-	(*Failure)(nil),                     // 9: durable.v1.Failure
-	(*HistoryEvent)(nil),                // 10: durable.v1.HistoryEvent
-	(*WorkflowInfo)(nil),                // 11: durable.v1.WorkflowInfo
-	(*AttemptRecord)(nil),               // 12: durable.v1.AttemptRecord
-	(*PendingActivity)(nil),             // 13: durable.v1.PendingActivity
-	(*FinishedActivity)(nil),            // 14: durable.v1.FinishedActivity
-	(*TaskToken)(nil),                   // 15: durable.v1.TaskToken
-	(*PollWorkflowTaskRequest)(nil),     // 16: durable.v1.PollWorkflowTaskRequest
-	(*PollWorkflowTaskResponse)(nil),    // 17: durable.v1.PollWorkflowTaskResponse
-	(*Command)(nil),                     // 18: durable.v1.Command
-	(*CompleteWorkflowTaskRequest)(nil), // 19: durable.v1.CompleteWorkflowTaskRequest
-	(*FailWorkflowTaskRequest)(nil),     // 20: durable.v1.FailWorkflowTaskRequest
-	(*PollActivityTaskRequest)(nil),     // 21: durable.v1.PollActivityTaskRequest
-	(*ActivityTask)(nil),                // 22: durable.v1.ActivityTask
-	(*PollActivityTaskResponse)(nil),    // 23: durable.v1.PollActivityTaskResponse
-	(*CompleteActivityTaskRequest)(nil), // 24: durable.v1.CompleteActivityTaskRequest
-	(*FailActivityRequest)(nil),         // 25: durable.v1.FailActivityRequest
-	(*HeartbeatRequest)(nil),            // 26: durable.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),           // 27: durable.v1.HeartbeatResponse
-	(*StartWorkflowRequest)(nil),        // 28: durable.v1.StartWorkflowRequest
-	(*StartWorkflowResponse)(nil),       // 29: durable.v1.StartWorkflowResponse
-	(*DescribeWorkflowRequest)(nil),     // 30: durable.v1.DescribeWorkflowRequest
-	(*DescribeWorkflowResponse)(nil),    // 31: durable.v1.DescribeWorkflowResponse
-	(*GetWorkflowHistoryRequest)(nil),   // 32: durable.v1.GetWorkflowHistoryRequest
-	(*GetWorkflowHistoryResponse)(nil),  // 33: durable.v1.GetWorkflowHistoryResponse
-	(*ListWorkflowsRequest)(nil),        // 34: durable.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),       // 35: durable.v1.ListWorkflowsResponse
-	(*ListDeadLettersRequest)(nil),      // 36: durable.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),     // 37: durable.v1.ListDeadLettersResponse
-	(*RedriveDeadLetterRequest)(nil),    // 38: durable.v1.RedriveDeadLetterRequest
-	(*RedriveDeadLetterResponse)(nil),   // 39: durable.v1.RedriveDeadLetterResponse
-	(*DeadLetterFilter)(nil),            // 40: durable.v1.DeadLetterFilter
-	(*OptionsPatch)(nil),                // 41: durable.v1.OptionsPatch
-	(*StringList)(nil),                  // 42: durable.v1.StringList
-	(*RedriveDeadLettersRequest)(nil),   // 43: durable.v1.RedriveDeadLettersRequest
-	(*RedriveDeadLettersResponse)(nil),  // 44: durable.v1.RedriveDeadLettersResponse
-	(*Operation)(nil),                   // 45: durable.v1.Operation
-	(*DescribeOperationRequest)(nil),    // 46: durable.v1.DescribeOperationRequest
-	(*ListOperationsRequest)(nil),       // 47: durable.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),      // 48: durable.v1.ListOperationsResponse
-	(*CancelOperationRequest)(nil),      // 49: durable.v1.CancelOperationRequest
-	(*PolicyOverride)(nil),              // 50: durable.v1.PolicyOverride
-	(*SetPolicyOverrideRequest)(nil),    // 51: durable.v1.SetPolicyOverrideRequest
-	(*ListPolicyOverridesRequest)(nil),  // 52: durable.v1.ListPolicyOverridesRequest
-	(*ListPolicyOverridesResponse)(nil), // 53: durable.v1.ListPolicyOverridesResponse
-	(*ClearPolicyOverrideRequest)(nil),  // 54: durable.v1.ClearPolicyOverrideRequest
-	(*ClearPolicyOverrideResponse)(nil), // 55: durable.v1.ClearPolicyOverrideResponse
-	(*ListActivitiesRequest)(nil),       // 56: durable.v1.ListActivitiesRequest
-	(*ListActivitiesResponse)(nil),      // 57: durable.v1.ListActivitiesResponse
-	(*ListActivityStatsRequest)(nil),    // 58: durable.v1.ListActivityStatsRequest
-	(*ActivityTypeStats)(nil),           // 59: durable.v1.ActivityTypeStats
-	(*ListActivityStatsResponse)(nil),   // 60: durable.v1.ListActivityStatsResponse
-	(*WatchRequest)(nil),                // 61: durable.v1.WatchRequest
-	(*ActivityRef)(nil),                 // 62: durable.v1.ActivityRef
-	(*WatchEvent)(nil),                  // 63: durable.v1.WatchEvent
-	(*WritesState)(nil),                 // 64: durable.v1.WritesState
-	(*AuditRecord)(nil),                 // 65: durable.v1.AuditRecord
-	(*ListAuditRecordsRequest)(nil),     // 66: durable.v1.ListAuditRecordsRequest
-	(*ListAuditRecordsResponse)(nil),    // 67: durable.v1.ListAuditRecordsResponse
-	(*durationpb.Duration)(nil),         // 68: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 69: google.protobuf.Timestamp
+	(TaskKind)(0),                       // 6: durable.v1.TaskKind
+	(*Empty)(nil),                       // 7: durable.v1.Empty
+	(*RetryPolicy)(nil),                 // 8: durable.v1.RetryPolicy
+	(*ActivityOptions)(nil),             // 9: durable.v1.ActivityOptions
+	(*Failure)(nil),                     // 10: durable.v1.Failure
+	(*HistoryEvent)(nil),                // 11: durable.v1.HistoryEvent
+	(*WorkflowInfo)(nil),                // 12: durable.v1.WorkflowInfo
+	(*AttemptRecord)(nil),               // 13: durable.v1.AttemptRecord
+	(*PendingActivity)(nil),             // 14: durable.v1.PendingActivity
+	(*FinishedActivity)(nil),            // 15: durable.v1.FinishedActivity
+	(*TaskToken)(nil),                   // 16: durable.v1.TaskToken
+	(*PollWorkflowTaskRequest)(nil),     // 17: durable.v1.PollWorkflowTaskRequest
+	(*PollWorkflowTaskResponse)(nil),    // 18: durable.v1.PollWorkflowTaskResponse
+	(*Command)(nil),                     // 19: durable.v1.Command
+	(*CompleteWorkflowTaskRequest)(nil), // 20: durable.v1.CompleteWorkflowTaskRequest
+	(*FailWorkflowTaskRequest)(nil),     // 21: durable.v1.FailWorkflowTaskRequest
+	(*PollActivityTaskRequest)(nil),     // 22: durable.v1.PollActivityTaskRequest
+	(*ActivityTask)(nil),                // 23: durable.v1.ActivityTask
+	(*PollActivityTaskResponse)(nil),    // 24: durable.v1.PollActivityTaskResponse
+	(*CompleteActivityTaskRequest)(nil), // 25: durable.v1.CompleteActivityTaskRequest
+	(*FailActivityRequest)(nil),         // 26: durable.v1.FailActivityRequest
+	(*HeartbeatRequest)(nil),            // 27: durable.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),           // 28: durable.v1.HeartbeatResponse
+	(*StartWorkflowRequest)(nil),        // 29: durable.v1.StartWorkflowRequest
+	(*StartWorkflowResponse)(nil),       // 30: durable.v1.StartWorkflowResponse
+	(*DescribeWorkflowRequest)(nil),     // 31: durable.v1.DescribeWorkflowRequest
+	(*DescribeWorkflowResponse)(nil),    // 32: durable.v1.DescribeWorkflowResponse
+	(*GetWorkflowHistoryRequest)(nil),   // 33: durable.v1.GetWorkflowHistoryRequest
+	(*GetWorkflowHistoryResponse)(nil),  // 34: durable.v1.GetWorkflowHistoryResponse
+	(*ListWorkflowsRequest)(nil),        // 35: durable.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),       // 36: durable.v1.ListWorkflowsResponse
+	(*ListDeadLettersRequest)(nil),      // 37: durable.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),     // 38: durable.v1.ListDeadLettersResponse
+	(*RedriveDeadLetterRequest)(nil),    // 39: durable.v1.RedriveDeadLetterRequest
+	(*RedriveDeadLetterResponse)(nil),   // 40: durable.v1.RedriveDeadLetterResponse
+	(*DeadLetterFilter)(nil),            // 41: durable.v1.DeadLetterFilter
+	(*OptionsPatch)(nil),                // 42: durable.v1.OptionsPatch
+	(*StringList)(nil),                  // 43: durable.v1.StringList
+	(*RedriveDeadLettersRequest)(nil),   // 44: durable.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil),  // 45: durable.v1.RedriveDeadLettersResponse
+	(*Operation)(nil),                   // 46: durable.v1.Operation
+	(*DescribeOperationRequest)(nil),    // 47: durable.v1.DescribeOperationRequest
+	(*ListOperationsRequest)(nil),       // 48: durable.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),      // 49: durable.v1.ListOperationsResponse
+	(*CancelOperationRequest)(nil),      // 50: durable.v1.CancelOperationRequest
+	(*PolicyOverride)(nil),              // 51: durable.v1.PolicyOverride
+	(*SetPolicyOverrideRequest)(nil),    // 52: durable.v1.SetPolicyOverrideRequest
+	(*ListPolicyOverridesRequest)(nil),  // 53: durable.v1.ListPolicyOverridesRequest
+	(*ListPolicyOverridesResponse)(nil), // 54: durable.v1.ListPolicyOverridesResponse
+	(*ClearPolicyOverrideRequest)(nil),  // 55: durable.v1.ClearPolicyOverrideRequest
+	(*ClearPolicyOverrideResponse)(nil), // 56: durable.v1.ClearPolicyOverrideResponse
+	(*ListActivitiesRequest)(nil),       // 57: durable.v1.ListActivitiesRequest
+	(*ListActivitiesResponse)(nil),      // 58: durable.v1.ListActivitiesResponse
+	(*ListActivityStatsRequest)(nil),    // 59: durable.v1.ListActivityStatsRequest
+	(*ActivityTypeStats)(nil),           // 60: durable.v1.ActivityTypeStats
+	(*ListActivityStatsResponse)(nil),   // 61: durable.v1.ListActivityStatsResponse
+	(*WatchRequest)(nil),                // 62: durable.v1.WatchRequest
+	(*ActivityRef)(nil),                 // 63: durable.v1.ActivityRef
+	(*WatchEvent)(nil),                  // 64: durable.v1.WatchEvent
+	(*WritesState)(nil),                 // 65: durable.v1.WritesState
+	(*AuditRecord)(nil),                 // 66: durable.v1.AuditRecord
+	(*ListAuditRecordsRequest)(nil),     // 67: durable.v1.ListAuditRecordsRequest
+	(*ListAuditRecordsResponse)(nil),    // 68: durable.v1.ListAuditRecordsResponse
+	(*ListTaskQueuesRequest)(nil),       // 69: durable.v1.ListTaskQueuesRequest
+	(*ListTaskQueuesResponse)(nil),      // 70: durable.v1.ListTaskQueuesResponse
+	(*TaskQueueList)(nil),               // 71: durable.v1.TaskQueueList
+	(*TaskQueue)(nil),                   // 72: durable.v1.TaskQueue
+	(*Poller)(nil),                      // 73: durable.v1.Poller
+	(*TaskBacklog)(nil),                 // 74: durable.v1.TaskBacklog
+	(*WorkerLeases)(nil),                // 75: durable.v1.WorkerLeases
+	(*durationpb.Duration)(nil),         // 76: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 77: google.protobuf.Timestamp
 }
 var file_durable_v1_durable_proto_depIdxs = []int32{
-	68,  // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
-	68,  // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
-	68,  // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
-	68,  // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	7,   // 4: durable.v1.ActivityOptions.retry_policy:type_name -> durable.v1.RetryPolicy
-	69,  // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	76,  // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
+	76,  // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
+	76,  // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
+	76,  // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	8,   // 4: durable.v1.ActivityOptions.retry_policy:type_name -> durable.v1.RetryPolicy
+	77,  // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
 	0,   // 6: durable.v1.HistoryEvent.type:type_name -> durable.v1.EventType
-	9,   // 7: durable.v1.HistoryEvent.failure:type_name -> durable.v1.Failure
-	8,   // 8: durable.v1.HistoryEvent.activity_options:type_name -> durable.v1.ActivityOptions
-	68,  // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
-	41,  // 10: durable.v1.HistoryEvent.edit:type_name -> durable.v1.OptionsPatch
+	10,  // 7: durable.v1.HistoryEvent.failure:type_name -> durable.v1.Failure
+	9,   // 8: durable.v1.HistoryEvent.activity_options:type_name -> durable.v1.ActivityOptions
+	76,  // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
+	42,  // 10: durable.v1.HistoryEvent.edit:type_name -> durable.v1.OptionsPatch
 	1,   // 11: durable.v1.WorkflowInfo.status:type_name -> durable.v1.WorkflowStatus
-	69,  // 12: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
-	69,  // 13: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
-	9,   // 14: durable.v1.WorkflowInfo.failure:type_name -> durable.v1.Failure
-	69,  // 15: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
-	69,  // 16: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
-	9,   // 17: durable.v1.AttemptRecord.failure:type_name -> durable.v1.Failure
-	2,   // 18: durable.v1.PendingActivity.state:type_name -> durable.v1.ActivityState
-	69,  // 19: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
-	69,  // 20: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
-	69,  // 21: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
-	69,  // 22: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
-	9,   // 23: durable.v1.PendingActivity.last_failure:type_name -> durable.v1.Failure
-	69,  // 24: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	8,   // 25: durable.v1.PendingActivity.options:type_name -> durable.v1.ActivityOptions
-	12,  // 26: durable.v1.PendingActivity.attempts:type_name -> durable.v1.AttemptRecord
-	69,  // 27: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
-	69,  // 28: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
-	8,   // 29: durable.v1.PendingActivity.options_in_force:type_name -> durable.v1.ActivityOptions
-	13,  // 30: durable.v1.FinishedActivity.activity:type_name -> durable.v1.PendingActivity
-	69,  // 31: durable.v1.FinishedActivity.finished_time:type_name -> google.protobuf.Timestamp
-	10,  // 32: durable.v1.PollWorkflowTaskResponse.history:type_name -> durable.v1.HistoryEvent
-	3,   // 33: durable.v1.Command.type:type_name -> durable.v1.CommandType
-	8,   // 34: durable.v1.Command.activity_options:type_name -> durable.v1.ActivityOptions
-	68,  // 35: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
-	9,   // 36: durable.v1.Command.failure:type_name -> durable.v1.Failure
-	18,  // 37: durable.v1.CompleteWorkflowTaskRequest.commands:type_name -> durable.v1.Command
-	9,   // 38: durable.v1.FailWorkflowTaskRequest.failure:type_name -> durable.v1.Failure
-	69,  // 39: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
-	69,  // 40: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
-	69,  // 41: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
-	68,  // 42: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
-	22,  // 43: durable.v1.PollActivityTaskResponse.tasks:type_name -> durable.v1.ActivityTask
-	9,   // 44: durable.v1.FailActivityRequest.failure:type_name -> durable.v1.Failure
-	69,  // 45: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	11,  // 46: durable.v1.DescribeWorkflowResponse.workflow:type_name -> durable.v1.WorkflowInfo
-	13,  // 47: durable.v1.DescribeWorkflowResponse.pending_activities:type_name -> durable.v1.PendingActivity
-	14,  // 48: durable.v1.DescribeWorkflowResponse.finished_activities:type_name -> durable.v1.FinishedActivity
-	10,  // 49: durable.v1.GetWorkflowHistoryResponse.events:type_name -> durable.v1.HistoryEvent
-	1,   // 50: durable.v1.ListWorkflowsRequest.status:type_name -> durable.v1.WorkflowStatus
-	11,  // 51: durable.v1.ListWorkflowsResponse.workflows:type_name -> durable.v1.WorkflowInfo
-	69,  // 52: durable.v1.ListDeadLettersRequest.dead_lettered_after:type_name -> google.protobuf.Timestamp
-	69,  // 53: durable.v1.ListDeadLettersRequest.dead_lettered_before:type_name -> google.protobuf.Timestamp
-	13,  // 54: durable.v1.ListDeadLettersResponse.dead_letters:type_name -> durable.v1.PendingActivity
-	41,  // 55: durable.v1.RedriveDeadLetterRequest.edit:type_name -> durable.v1.OptionsPatch
-	13,  // 56: durable.v1.RedriveDeadLetterResponse.activity:type_name -> durable.v1.PendingActivity
-	69,  // 57: durable.v1.DeadLetterFilter.dead_lettered_after:type_name -> google.protobuf.Timestamp
-	69,  // 58: durable.v1.DeadLetterFilter.dead_lettered_before:type_name -> google.protobuf.Timestamp
-	42,  // 59: durable.v1.OptionsPatch.non_retryable:type_name -> durable.v1.StringList
-	68,  // 60: durable.v1.OptionsPatch.start_to_close_timeout:type_name -> google.protobuf.Duration
-	68,  // 61: durable.v1.OptionsPatch.heartbeat_timeout:type_name -> google.protobuf.Duration
-	68,  // 62: durable.v1.OptionsPatch.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	40,  // 63: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
-	62,  // 64: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
-	41,  // 65: durable.v1.RedriveDeadLettersRequest.edit:type_name -> durable.v1.OptionsPatch
-	45,  // 66: durable.v1.RedriveDeadLettersResponse.operation:type_name -> durable.v1.Operation
-	13,  // 67: durable.v1.RedriveDeadLettersResponse.preview:type_name -> durable.v1.PendingActivity
-	4,   // 68: durable.v1.Operation.state:type_name -> durable.v1.OperationState
-	40,  // 69: durable.v1.Operation.filter:type_name -> durable.v1.DeadLetterFilter
-	41,  // 70: durable.v1.Operation.edit:type_name -> durable.v1.OptionsPatch
-	69,  // 71: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
-	69,  // 72: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
-	45,  // 73: durable.v1.ListOperationsResponse.operations:type_name -> durable.v1.Operation
-	41,  // 74: durable.v1.PolicyOverride.patch:type_name -> durable.v1.OptionsPatch
-	69,  // 75: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
-	41,  // 76: durable.v1.SetPolicyOverrideRequest.patch:type_name -> durable.v1.OptionsPatch
-	50,  // 77: durable.v1.ListPolicyOverridesResponse.overrides:type_name -> durable.v1.PolicyOverride
-	50,  // 78: durable.v1.ClearPolicyOverrideResponse.cleared:type_name -> durable.v1.PolicyOverride
-	2,   // 79: durable.v1.ListActivitiesRequest.state:type_name -> durable.v1.ActivityState
-	13,  // 80: durable.v1.ListActivitiesResponse.activities:type_name -> durable.v1.PendingActivity
-	69,  // 81: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
-	68,  // 82: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
-	68,  // 83: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
-	68,  // 84: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
-	68,  // 85: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
-	8,   // 86: durable.v1.ActivityTypeStats.options_in_force:type_name -> durable.v1.ActivityOptions
-	59,  // 87: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
-	5,   // 88: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
-	13,  // 89: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
-	11,  // 90: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
-	62,  // 91: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
-	69,  // 92: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
-	65,  // 93: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
-	45,  // 94: durable.v1.WatchEvent.operations:type_name -> durable.v1.Operation
-	50,  // 95: durable.v1.WatchEvent.policy_overrides:type_name -> durable.v1.PolicyOverride
-	64,  // 96: durable.v1.WatchEvent.writes:type_name -> durable.v1.WritesState
-	69,  // 97: durable.v1.WritesState.since:type_name -> google.protobuf.Timestamp
-	69,  // 98: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
-	40,  // 99: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
-	62,  // 100: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
-	41,  // 101: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
-	50,  // 102: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
-	69,  // 103: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
-	65,  // 104: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
-	16,  // 105: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
-	19,  // 106: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
-	20,  // 107: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
-	21,  // 108: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
-	24,  // 109: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
-	25,  // 110: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
-	26,  // 111: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
-	28,  // 112: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
-	30,  // 113: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
-	32,  // 114: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
-	34,  // 115: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
-	36,  // 116: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
-	38,  // 117: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
-	43,  // 118: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
-	46,  // 119: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
-	47,  // 120: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
-	49,  // 121: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
-	51,  // 122: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
-	52,  // 123: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
-	54,  // 124: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
-	56,  // 125: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
-	58,  // 126: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
-	61,  // 127: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
-	66,  // 128: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
-	17,  // 129: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
-	6,   // 130: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
-	6,   // 131: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
-	23,  // 132: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
-	6,   // 133: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
-	6,   // 134: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
-	27,  // 135: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
-	29,  // 136: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
-	31,  // 137: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
-	33,  // 138: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
-	35,  // 139: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
-	37,  // 140: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
-	39,  // 141: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
-	44,  // 142: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
-	45,  // 143: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
-	48,  // 144: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
-	45,  // 145: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
-	50,  // 146: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
-	53,  // 147: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
-	55,  // 148: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
-	57,  // 149: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
-	60,  // 150: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
-	63,  // 151: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
-	67,  // 152: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
-	129, // [129:153] is the sub-list for method output_type
-	105, // [105:129] is the sub-list for method input_type
-	105, // [105:105] is the sub-list for extension type_name
-	105, // [105:105] is the sub-list for extension extendee
-	0,   // [0:105] is the sub-list for field type_name
+	77,  // 12: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
+	77,  // 13: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
+	10,  // 14: durable.v1.WorkflowInfo.failure:type_name -> durable.v1.Failure
+	77,  // 15: durable.v1.WorkflowInfo.workflow_task_ready_time:type_name -> google.protobuf.Timestamp
+	77,  // 16: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
+	77,  // 17: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
+	10,  // 18: durable.v1.AttemptRecord.failure:type_name -> durable.v1.Failure
+	2,   // 19: durable.v1.PendingActivity.state:type_name -> durable.v1.ActivityState
+	77,  // 20: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
+	77,  // 21: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
+	77,  // 22: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
+	77,  // 23: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
+	10,  // 24: durable.v1.PendingActivity.last_failure:type_name -> durable.v1.Failure
+	77,  // 25: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	9,   // 26: durable.v1.PendingActivity.options:type_name -> durable.v1.ActivityOptions
+	13,  // 27: durable.v1.PendingActivity.attempts:type_name -> durable.v1.AttemptRecord
+	77,  // 28: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
+	77,  // 29: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
+	9,   // 30: durable.v1.PendingActivity.options_in_force:type_name -> durable.v1.ActivityOptions
+	14,  // 31: durable.v1.FinishedActivity.activity:type_name -> durable.v1.PendingActivity
+	77,  // 32: durable.v1.FinishedActivity.finished_time:type_name -> google.protobuf.Timestamp
+	11,  // 33: durable.v1.PollWorkflowTaskResponse.history:type_name -> durable.v1.HistoryEvent
+	3,   // 34: durable.v1.Command.type:type_name -> durable.v1.CommandType
+	9,   // 35: durable.v1.Command.activity_options:type_name -> durable.v1.ActivityOptions
+	76,  // 36: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
+	10,  // 37: durable.v1.Command.failure:type_name -> durable.v1.Failure
+	19,  // 38: durable.v1.CompleteWorkflowTaskRequest.commands:type_name -> durable.v1.Command
+	10,  // 39: durable.v1.FailWorkflowTaskRequest.failure:type_name -> durable.v1.Failure
+	77,  // 40: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
+	77,  // 41: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
+	77,  // 42: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
+	76,  // 43: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
+	23,  // 44: durable.v1.PollActivityTaskResponse.tasks:type_name -> durable.v1.ActivityTask
+	10,  // 45: durable.v1.FailActivityRequest.failure:type_name -> durable.v1.Failure
+	77,  // 46: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	12,  // 47: durable.v1.DescribeWorkflowResponse.workflow:type_name -> durable.v1.WorkflowInfo
+	14,  // 48: durable.v1.DescribeWorkflowResponse.pending_activities:type_name -> durable.v1.PendingActivity
+	15,  // 49: durable.v1.DescribeWorkflowResponse.finished_activities:type_name -> durable.v1.FinishedActivity
+	11,  // 50: durable.v1.GetWorkflowHistoryResponse.events:type_name -> durable.v1.HistoryEvent
+	1,   // 51: durable.v1.ListWorkflowsRequest.status:type_name -> durable.v1.WorkflowStatus
+	12,  // 52: durable.v1.ListWorkflowsResponse.workflows:type_name -> durable.v1.WorkflowInfo
+	77,  // 53: durable.v1.ListDeadLettersRequest.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	77,  // 54: durable.v1.ListDeadLettersRequest.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	14,  // 55: durable.v1.ListDeadLettersResponse.dead_letters:type_name -> durable.v1.PendingActivity
+	42,  // 56: durable.v1.RedriveDeadLetterRequest.edit:type_name -> durable.v1.OptionsPatch
+	14,  // 57: durable.v1.RedriveDeadLetterResponse.activity:type_name -> durable.v1.PendingActivity
+	77,  // 58: durable.v1.DeadLetterFilter.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	77,  // 59: durable.v1.DeadLetterFilter.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	43,  // 60: durable.v1.OptionsPatch.non_retryable:type_name -> durable.v1.StringList
+	76,  // 61: durable.v1.OptionsPatch.start_to_close_timeout:type_name -> google.protobuf.Duration
+	76,  // 62: durable.v1.OptionsPatch.heartbeat_timeout:type_name -> google.protobuf.Duration
+	76,  // 63: durable.v1.OptionsPatch.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	41,  // 64: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
+	63,  // 65: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
+	42,  // 66: durable.v1.RedriveDeadLettersRequest.edit:type_name -> durable.v1.OptionsPatch
+	46,  // 67: durable.v1.RedriveDeadLettersResponse.operation:type_name -> durable.v1.Operation
+	14,  // 68: durable.v1.RedriveDeadLettersResponse.preview:type_name -> durable.v1.PendingActivity
+	4,   // 69: durable.v1.Operation.state:type_name -> durable.v1.OperationState
+	41,  // 70: durable.v1.Operation.filter:type_name -> durable.v1.DeadLetterFilter
+	42,  // 71: durable.v1.Operation.edit:type_name -> durable.v1.OptionsPatch
+	77,  // 72: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
+	77,  // 73: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
+	46,  // 74: durable.v1.ListOperationsResponse.operations:type_name -> durable.v1.Operation
+	42,  // 75: durable.v1.PolicyOverride.patch:type_name -> durable.v1.OptionsPatch
+	77,  // 76: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
+	42,  // 77: durable.v1.SetPolicyOverrideRequest.patch:type_name -> durable.v1.OptionsPatch
+	51,  // 78: durable.v1.ListPolicyOverridesResponse.overrides:type_name -> durable.v1.PolicyOverride
+	51,  // 79: durable.v1.ClearPolicyOverrideResponse.cleared:type_name -> durable.v1.PolicyOverride
+	2,   // 80: durable.v1.ListActivitiesRequest.state:type_name -> durable.v1.ActivityState
+	14,  // 81: durable.v1.ListActivitiesResponse.activities:type_name -> durable.v1.PendingActivity
+	77,  // 82: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
+	76,  // 83: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
+	76,  // 84: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
+	76,  // 85: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
+	76,  // 86: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
+	9,   // 87: durable.v1.ActivityTypeStats.options_in_force:type_name -> durable.v1.ActivityOptions
+	60,  // 88: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
+	5,   // 89: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
+	14,  // 90: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
+	12,  // 91: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
+	63,  // 92: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
+	77,  // 93: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
+	66,  // 94: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
+	46,  // 95: durable.v1.WatchEvent.operations:type_name -> durable.v1.Operation
+	51,  // 96: durable.v1.WatchEvent.policy_overrides:type_name -> durable.v1.PolicyOverride
+	65,  // 97: durable.v1.WatchEvent.writes:type_name -> durable.v1.WritesState
+	71,  // 98: durable.v1.WatchEvent.task_queues:type_name -> durable.v1.TaskQueueList
+	77,  // 99: durable.v1.WritesState.since:type_name -> google.protobuf.Timestamp
+	77,  // 100: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	41,  // 101: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
+	63,  // 102: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
+	42,  // 103: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
+	51,  // 104: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
+	77,  // 105: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
+	66,  // 106: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
+	72,  // 107: durable.v1.ListTaskQueuesResponse.task_queues:type_name -> durable.v1.TaskQueue
+	77,  // 108: durable.v1.ListTaskQueuesResponse.server_time:type_name -> google.protobuf.Timestamp
+	72,  // 109: durable.v1.TaskQueueList.task_queues:type_name -> durable.v1.TaskQueue
+	73,  // 110: durable.v1.TaskQueue.pollers:type_name -> durable.v1.Poller
+	74,  // 111: durable.v1.TaskQueue.workflow_tasks:type_name -> durable.v1.TaskBacklog
+	74,  // 112: durable.v1.TaskQueue.activity_tasks:type_name -> durable.v1.TaskBacklog
+	75,  // 113: durable.v1.TaskQueue.leases:type_name -> durable.v1.WorkerLeases
+	6,   // 114: durable.v1.Poller.kind:type_name -> durable.v1.TaskKind
+	77,  // 115: durable.v1.Poller.last_poll_time:type_name -> google.protobuf.Timestamp
+	77,  // 116: durable.v1.TaskBacklog.oldest_ready_time:type_name -> google.protobuf.Timestamp
+	17,  // 117: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
+	20,  // 118: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
+	21,  // 119: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
+	22,  // 120: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
+	25,  // 121: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
+	26,  // 122: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
+	27,  // 123: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
+	29,  // 124: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
+	31,  // 125: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
+	33,  // 126: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
+	35,  // 127: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
+	37,  // 128: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
+	39,  // 129: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
+	44,  // 130: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
+	47,  // 131: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
+	48,  // 132: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
+	50,  // 133: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
+	52,  // 134: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
+	53,  // 135: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
+	55,  // 136: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
+	57,  // 137: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
+	59,  // 138: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
+	62,  // 139: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
+	67,  // 140: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
+	69,  // 141: durable.v1.Durable.ListTaskQueues:input_type -> durable.v1.ListTaskQueuesRequest
+	18,  // 142: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
+	7,   // 143: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
+	7,   // 144: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
+	24,  // 145: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
+	7,   // 146: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
+	7,   // 147: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
+	28,  // 148: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
+	30,  // 149: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
+	32,  // 150: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
+	34,  // 151: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
+	36,  // 152: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
+	38,  // 153: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
+	40,  // 154: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
+	45,  // 155: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
+	46,  // 156: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
+	49,  // 157: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
+	46,  // 158: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
+	51,  // 159: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
+	54,  // 160: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
+	56,  // 161: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
+	58,  // 162: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
+	61,  // 163: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
+	64,  // 164: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
+	68,  // 165: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
+	70,  // 166: durable.v1.Durable.ListTaskQueues:output_type -> durable.v1.ListTaskQueuesResponse
+	142, // [142:167] is the sub-list for method output_type
+	117, // [117:142] is the sub-list for method input_type
+	117, // [117:117] is the sub-list for extension type_name
+	117, // [117:117] is the sub-list for extension extendee
+	0,   // [0:117] is the sub-list for field type_name
 }
 
 func init() { file_durable_v1_durable_proto_init() }
@@ -5955,8 +6542,8 @@ func file_durable_v1_durable_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_durable_v1_durable_proto_rawDesc), len(file_durable_v1_durable_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   62,
+			NumEnums:      7,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

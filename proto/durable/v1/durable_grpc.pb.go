@@ -47,6 +47,7 @@ const (
 	Durable_ListActivityStats_FullMethodName    = "/durable.v1.Durable/ListActivityStats"
 	Durable_Watch_FullMethodName                = "/durable.v1.Durable/Watch"
 	Durable_ListAuditRecords_FullMethodName     = "/durable.v1.Durable/ListAuditRecords"
+	Durable_ListTaskQueues_FullMethodName       = "/durable.v1.Durable/ListTaskQueues"
 )
 
 // DurableClient is the client API for Durable service.
@@ -122,6 +123,11 @@ type DurableClient interface {
 	// ListAuditRecords pages through the audit log of operator actions, newest
 	// first.
 	ListAuditRecords(ctx context.Context, in *ListAuditRecordsRequest, opts ...grpc.CallOption) (*ListAuditRecordsResponse, error)
+	// ListTaskQueues returns, per task queue, who polls it, what waits in it
+	// and which workers hold its leases, from the daemon's memory (no store
+	// read). A queue is listed while it has work, leases or a poller seen in
+	// the last five minutes.
+	ListTaskQueues(ctx context.Context, in *ListTaskQueuesRequest, opts ...grpc.CallOption) (*ListTaskQueuesResponse, error)
 }
 
 type durableClient struct {
@@ -381,6 +387,16 @@ func (c *durableClient) ListAuditRecords(ctx context.Context, in *ListAuditRecor
 	return out, nil
 }
 
+func (c *durableClient) ListTaskQueues(ctx context.Context, in *ListTaskQueuesRequest, opts ...grpc.CallOption) (*ListTaskQueuesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTaskQueuesResponse)
+	err := c.cc.Invoke(ctx, Durable_ListTaskQueues_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DurableServer is the server API for Durable service.
 // All implementations must embed UnimplementedDurableServer
 // for forward compatibility.
@@ -454,6 +470,11 @@ type DurableServer interface {
 	// ListAuditRecords pages through the audit log of operator actions, newest
 	// first.
 	ListAuditRecords(context.Context, *ListAuditRecordsRequest) (*ListAuditRecordsResponse, error)
+	// ListTaskQueues returns, per task queue, who polls it, what waits in it
+	// and which workers hold its leases, from the daemon's memory (no store
+	// read). A queue is listed while it has work, leases or a poller seen in
+	// the last five minutes.
+	ListTaskQueues(context.Context, *ListTaskQueuesRequest) (*ListTaskQueuesResponse, error)
 	mustEmbedUnimplementedDurableServer()
 }
 
@@ -535,6 +556,9 @@ func (UnimplementedDurableServer) Watch(*WatchRequest, grpc.ServerStreamingServe
 }
 func (UnimplementedDurableServer) ListAuditRecords(context.Context, *ListAuditRecordsRequest) (*ListAuditRecordsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAuditRecords not implemented")
+}
+func (UnimplementedDurableServer) ListTaskQueues(context.Context, *ListTaskQueuesRequest) (*ListTaskQueuesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTaskQueues not implemented")
 }
 func (UnimplementedDurableServer) mustEmbedUnimplementedDurableServer() {}
 func (UnimplementedDurableServer) testEmbeddedByValue()                 {}
@@ -982,6 +1006,24 @@ func _Durable_ListAuditRecords_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Durable_ListTaskQueues_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTaskQueuesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).ListTaskQueues(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_ListTaskQueues_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).ListTaskQueues(ctx, req.(*ListTaskQueuesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Durable_ServiceDesc is the grpc.ServiceDesc for Durable service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1080,6 +1122,10 @@ var Durable_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAuditRecords",
 			Handler:    _Durable_ListAuditRecords_Handler,
+		},
+		{
+			MethodName: "ListTaskQueues",
+			Handler:    _Durable_ListTaskQueues_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -43,7 +46,26 @@ func (c *Client) SelectActivities(ctx context.Context, s Selection) ([]*durablev
 	if err != nil || exact {
 		return acts, err
 	}
-	return narrow(acts, s, time.Now()), nil
+	now := time.Now()
+	if s.NoPoller {
+		// nopoller by the daemon's rule when it reports its queues; a
+		// daemon that does not falls back to the wait alone.
+		if queues, at, err := c.TaskQueues(ctx, ""); err == nil {
+			if at.After(time.Unix(0, 0)) {
+				now = at
+			}
+			out := acts[:0]
+			for _, a := range acts {
+				if s.MatchesOnQueues(a, now, queues) {
+					out = append(out, a)
+				}
+			}
+			return out, nil
+		} else if status.Code(err) != codes.Unimplemented {
+			return nil, err
+		}
+	}
+	return narrow(acts, s, now), nil
 }
 
 // RedriveSelection starts a redrive operation on the dead letters s selects.

@@ -20,7 +20,8 @@ import (
 //	queue:payments      the task queue, exactly
 //	state:dead          scheduled, running, retrying or dead
 //	attempt>=3          at attempt 3 or later
-//	nopoller            due for more than NoPollerAfter and taken by no worker
+//	nopoller            due, and no worker polls its queue (MatchesOnQueues);
+//	                    without the queues, due for more than NoPollerAfter
 //	dead>=2026-12-01T06:00:00Z   dead-lettered at or after a time (RFC 3339)
 //	dead<2026-12-01T07:00:00Z    dead-lettered before a time
 //	anything else       text found in the workflow id, activity id or activity
@@ -46,10 +47,11 @@ type Selection struct {
 	State durablev1.ActivityState
 	// MinAttempt leaves out activities at an earlier attempt.
 	MinAttempt int32
-	// NoPoller keeps only activities that are due and that no worker has
-	// taken for more than NoPollerAfter: a queue nobody polls, or one whose
-	// workers are all busy. It depends on the time, so the daemon cannot
-	// apply it; it is checked on the activities it returns.
+	// NoPoller keeps only activities that are due and that no worker
+	// polls for: by the daemon's task queues (MatchesOnQueues), or, without
+	// them, due for more than NoPollerAfter and not taken (which a queue
+	// whose workers are all busy also is). It depends on the time, so it is
+	// checked on the activities the daemon returns.
 	NoPoller bool
 	// DeadAfter and DeadBefore, when set, keep only letters dead-lettered
 	// at or after DeadAfter and before DeadBefore.

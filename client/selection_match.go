@@ -18,8 +18,20 @@ func (s Selection) Matches(a *durablev1.PendingActivity) bool {
 }
 
 // MatchesAt is Matches at the time now, for a console that renders from its
-// own clock.
+// own clock. Without the daemon's task queues, nopoller means due for more
+// than NoPollerAfter and not taken (WaitsOnPoller).
 func (s Selection) MatchesAt(a *durablev1.PendingActivity, now time.Time) bool {
+	return s.matches(a, now, nil, false)
+}
+
+// MatchesOnQueues is MatchesAt with the daemon's task queues (TaskQueues,
+// or the Watch's task_queues), so that nopoller is the daemon's rule: due,
+// and no worker polls its queue for activities (ActivityWait).
+func (s Selection) MatchesOnQueues(a *durablev1.PendingActivity, now time.Time, queues []*durablev1.TaskQueue) bool {
+	return s.matches(a, now, queues, true)
+}
+
+func (s Selection) matches(a *durablev1.PendingActivity, now time.Time, queues []*durablev1.TaskQueue, queuesKnown bool) bool {
 	switch {
 	case s.FailureType != "" && a.GetLastFailure().GetType() != s.FailureType:
 		return false
@@ -37,7 +49,9 @@ func (s Selection) MatchesAt(a *durablev1.PendingActivity, now time.Time) bool {
 		return false
 	case a.GetAttempt() < s.MinAttempt:
 		return false
-	case s.NoPoller && !WaitsOnPoller(a, now):
+	case s.NoPoller && !queuesKnown && !WaitsOnPoller(a, now):
+		return false
+	case s.NoPoller && queuesKnown && !noPollerOn(a, now, queues):
 		return false
 	case !s.DeadAfter.IsZero() && (a.GetDeadLetteredTime() == nil || a.GetDeadLetteredTime().AsTime().Before(s.DeadAfter)):
 		return false
@@ -75,6 +89,11 @@ func WaitsOnPoller(a *durablev1.PendingActivity, now time.Time) bool {
 		due = a.GetScheduledTime()
 	}
 	return due != nil && now.Sub(due.AsTime()) > NoPollerAfter
+}
+
+func noPollerOn(a *durablev1.PendingActivity, now time.Time, queues []*durablev1.TaskQueue) bool {
+	w, ok := ActivityWait(a, queues, now)
+	return ok && w.NoPoller
 }
 
 // containsFold reports whether lowerSub (lower-case) is in s, ignoring case.

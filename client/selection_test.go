@@ -223,3 +223,33 @@ func TestSelectionOfFilterReadsBackTheSameWords(t *testing.T) {
 		t.Errorf("round trip = {%v} exact %v", f, exact)
 	}
 }
+
+// TestNoPollerOnTheDaemonsQueues: with the daemon's task queues, nopoller
+// is its rule (due, and no worker polls the queue for activities), not the
+// wait alone.
+func TestNoPollerOnTheDaemonsQueues(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	due := func(queue string, ago time.Duration) *durablev1.PendingActivity {
+		return &durablev1.PendingActivity{WorkflowId: "w-" + queue, ActivityId: "1", TaskQueue: queue,
+			State: durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, NextAttemptTime: timestamppb.New(now.Add(-ago))}
+	}
+	queues := []*durablev1.TaskQueue{
+		{Name: "polled", Pollers: []*durablev1.Poller{{Identity: "w1", Kind: durablev1.TaskKind_TASK_KIND_ACTIVITY}}},
+		{Name: "workflows-only", Pollers: []*durablev1.Poller{{Identity: "w2", Kind: durablev1.TaskKind_TASK_KIND_WORKFLOW}}},
+	}
+	sel := Selection{NoPoller: true}
+	for _, tc := range []struct {
+		a    *durablev1.PendingActivity
+		want bool
+	}{
+		{due("polled", time.Minute), false},                 // a worker polls: busy, not missing
+		{due("workflows-only", 100*time.Millisecond), true}, // nobody polls for activities, however fresh
+		{due("unknown", 100*time.Millisecond), true},        // a queue the daemon does not list has no poller
+		{due("unknown", -time.Second), false},               // still backing off
+	} {
+		if got := sel.MatchesOnQueues(tc.a, now, queues); got != tc.want {
+			t.Errorf("nopoller on %s = %v, want %v", tc.a.GetTaskQueue(), got, tc.want)
+		}
+	}
+}

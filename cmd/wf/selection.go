@@ -20,7 +20,8 @@ const selectionHelp = `Selection words (--select, and the console's / filter): A
   queue:Q       the task queue
   state:S       scheduled, running, retrying or dead
   attempt>=N    at attempt N or later
-  nopoller      due for more than 2s and taken by no worker (checked by wf)
+  nopoller      due, and no worker polls its queue for activities (wf asks
+                the daemon's task queues, as 'wf queues' shows them)
   dead>=TIME dead<TIME   dead-lettered in a window (RFC 3339)
   other words   text in a workflow id, activity id or type, ignoring case
 A value with spaces is quoted: wf:"night batch 7". Each filter flag is the

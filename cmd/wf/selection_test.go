@@ -91,6 +91,14 @@ func TestActivitiesSelect(t *testing.T) {
 	d.failWith("refund-1", "Timeout")
 	r := wf(t, "--addr", addr, "activities", "--select", "state:dead wf:order-*").wantCode(t, exitOK)
 	mustContain(t, r.stdout, "order-1", "1 activity")
+	// An activity on a queue nobody polls is nopoller at once, by the
+	// daemon's queues rather than a wait.
+	d.start("stuck-1", "Checkout")
+	lonely := schedule("1", "ChargeCard")
+	lonely.ActivityOptions.TaskQueue = "nobody-polls"
+	d.decide(lonely)
+	r = wf(t, "--addr", addr, "activities", "--select", "nopoller").wantCode(t, exitOK)
+	mustContain(t, r.stdout, "stuck-1", "1 activity")
 	r = wf(t, "--addr", addr, "activities", "--select", "attempt>=x").wantCode(t, exitUsage)
 	mustContain(t, r.stderr, `"attempt>=x": want attempt>=N`)
 	r = wf(t, "--addr", addr, "activities", "--state", "running", "--select", "state:dead").wantCode(t, exitUsage)

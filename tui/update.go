@@ -49,7 +49,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m = m.apply(msg.ev).settleNow().letterOutcome()
 		var reread tea.Cmd
 		m, reread = m.refreshTimeline(msg.ev)
-		next := tea.Batch(recvCmd(m.conn.stream, msg.gen, m.p.ClockFunc), reread)
+		next := recvCmd(m.conn.stream, msg.gen, m.p.ClockFunc)
+		if reread != nil {
+			next = tea.Batch(next, reread)
+		}
 		if _, live := m.st.acts[m.detail.key]; wasLive && !live && m.screen == screenDetail {
 			// The activity in the detail finished: read its whole trail,
 			// and the history that now says how it ended.

@@ -151,7 +151,7 @@ type Model struct {
 	conn conn
 
 	screen    screen
-	back      screen // where esc returns from a detail, a timeline or an audit record
+	back      screen // the list under a detail, an audit record, an operation or a timeline (esc from a timeline goes to timeline.from)
 	lists     [lastList + 1]list
 	grouped   bool
 	groupList list

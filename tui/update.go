@@ -116,6 +116,7 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 		m.conn.stageOps = append(m.conn.stageOps, ev.GetOperations()...)
 		m.conn.stagePolicy = append(m.conn.stagePolicy, ev.GetPolicyOverrides()...)
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE:
+		m.st.queues.set(ev.GetTaskQueues().GetTaskQueues())
 		m.st.replaceWith(m.conn.stageActs, m.conn.stageWfs)
 		m.ops.replaceWith(m.conn.stageOps)
 		m.st.overrides = nil
@@ -126,6 +127,9 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT:
 		m.st.upsertActivities(ev.GetActivities())
 		m.st.upsertWorkflows(ev.GetWorkflows())
+		if ev.GetTaskQueues() != nil {
+			m.st.putQueues(ev.GetTaskQueues().GetTaskQueues())
+		}
 		m.st.putOverrides(ev.GetPolicyOverrides())
 		m.audit.upsert(ev.GetAuditRecords())
 		if len(ev.GetOperations()) > 0 {
@@ -239,6 +243,8 @@ func (m Model) listLen(s screen) int {
 		return len(m.audit.order)
 	case screenOperations:
 		return m.ops.set.Len()
+	case screenQueues:
+		return len(m.st.queues.list)
 	}
 	return 0
 }
@@ -293,6 +299,9 @@ func (m Model) move(delta int) Model {
 		return m
 	case screenOperation:
 		m.ops.scroll = max(m.ops.scroll+delta, 0)
+		return m
+	case screenQueue:
+		m.st.queues.scroll = max(m.st.queues.scroll+delta, 0)
 		return m
 	}
 	l := m.cursorOf(m.screen)

@@ -64,7 +64,7 @@ func (m Model) workflowTaskCells(st *Styles, a *durablev1.PendingActivity) []cel
 	}
 	return []cell{
 		{text: activity.EscapeID(a.GetWorkflowId())},
-		{text: "workflow task"},
+		{text: "workflow task", short: "wf task"},
 		{text: "stalled", style: &st.Warning},
 		{text: fmt.Sprint(a.GetAttempt())},
 		{text: w.countdown, style: &st.Warning},

@@ -85,8 +85,10 @@ func (m Model) queueView(h int) string {
 		}
 		lines = append(lines,
 			"  status     "+status,
-			"  backlog    "+backlogText(q.GetActivityTasks())+" activities, "+backlogText(q.GetWorkflowTasks())+" workflow tasks",
+			"  wf tasks   "+backlogText(q.GetWorkflowTasks())+" ready",
+			"  activities "+backlogText(q.GetActivityTasks())+" ready",
 			"  oldest     "+m.oldestText(q),
+			"  leases     "+leasesText(q),
 			"", st.Header.Render("  POLLERS"))
 		if len(q.GetPollers()) == 0 {
 			lines = append(lines, st.Muted.Render("  none in the last five minutes"))
@@ -229,6 +231,20 @@ func queueStatus(q *durablev1.TaskQueue) string {
 func queueShortStatus(q *durablev1.TaskQueue) string {
 	if q.GetStalled() {
 		return "no poller"
+	}
+	return ""
+}
+
+// selectedStall is what the stalled workflow task under the home view's
+// cursor waits on, in full (its row may have to cut it); "" when the
+// cursor is on an activity.
+func (m Model) selectedStall() string {
+	a := m.selectedActivity()
+	if m.screen != screenAttempts || a == nil || !isWorkflowTask(a) {
+		return ""
+	}
+	if w, ok := m.st.workflowTaskWait(a.GetWorkflowId()); ok {
+		return w.String(m.now)
 	}
 	return ""
 }

@@ -227,6 +227,8 @@ func (m Model) statusView() string {
 		s = st.Muted.Render("waiting for the daemon's snapshot…")
 	case m.statusOp() != nil:
 		s = st.Progress.Render(m.opProgressLine(m.statusOp()))
+	case m.screen == screenAttempts && m.selectedStall() != "":
+		s = st.Warning.Render(m.selectedStall()+" · enter: its queue") + st.Muted.Render(" · "+m.homeStatus())
 	case m.screen == screenAttempts:
 		s = st.Muted.Render(m.homeStatus())
 	}

@@ -85,8 +85,8 @@ func (m Model) queueView(h int) string {
 		}
 		lines = append(lines,
 			"  status     "+status,
-			"  wf tasks   "+backlogText(q.GetWorkflowTasks())+" ready",
-			"  activities "+backlogText(q.GetActivityTasks())+" ready",
+			"  wf tasks   "+readyText(q.GetWorkflowTasks()),
+			"  activities "+readyText(q.GetActivityTasks()),
 			"  oldest     "+m.oldestText(q),
 			"  leases     "+leasesText(q),
 			"", st.Header.Render("  POLLERS"))
@@ -247,4 +247,13 @@ func (m Model) selectedStall() string {
 		return w.String(m.now)
 	}
 	return ""
+}
+
+// readyText is "1 ready, 1 later".
+func readyText(b *durablev1.TaskBacklog) string {
+	s := fmt.Sprintf("%d ready", b.GetReady())
+	if b.GetLater() > 0 {
+		s += fmt.Sprintf(", %d later", b.GetLater())
+	}
+	return s
 }

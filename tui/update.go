@@ -264,16 +264,22 @@ func (m Model) bodyRows() int {
 
 // clampAll keeps every cursor inside its list and on screen after the data or
 // the size changed.
+// The body's height is measured once (it renders the status and help
+// lines), not once a list.
 func (m Model) clampAll() Model {
+	rows := m.bodyRows()
 	for s := screenAttempts; s <= lastList; s++ {
-		m = m.clamp(s)
+		m = m.clampTo(s, rows)
 	}
 	return m
 }
 
-func (m Model) clamp(s screen) Model {
+func (m Model) clamp(s screen) Model { return m.clampTo(s, m.bodyRows()) }
+
+// clampTo keeps the cursor of s inside its list and within rows of the top.
+func (m Model) clampTo(s screen, rows int) Model {
 	l := m.cursorOf(s)
-	n, rows := m.listLen(s), m.bodyRows()
+	n := m.listLen(s)
 	l.cursor = min(max(l.cursor, 0), max(n-1, 0))
 	if l.cursor < l.offset {
 		l.offset = l.cursor

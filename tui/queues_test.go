@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,10 @@ func TestStalledWorkflowTaskShowsOnlyAfterTheGraceAndRanksOverdue(t *testing.T) 
 	}
 	if !strings.Contains(ansi.Strip(m.View()), "stalled") {
 		t.Fatalf("the view lacks the stalled row:\n%s", ansi.Strip(m.View()))
+	}
+	m = press(m, "3")
+	if v := ansi.Strip(m.View()); !regexp.MustCompile(`order-2001\s+FlakyDemo\s+stalled`).MatchString(v) {
+		t.Fatalf("the workflows view does not say the workflow is stalled:\n%s", v)
 	}
 }
 

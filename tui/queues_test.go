@@ -129,6 +129,19 @@ func TestQueuesScreenPutsTheStalledQueueFirstAndReplacesTheListWhole(t *testing.
 	if got := strings.Join(names, " "); got != "orders-eu default reports" {
 		t.Fatalf("queues in the order %q, want the stalled one first, then by name", got)
 	}
+	// The cursor stays on its queue when a queue before it stalls.
+	m = press(m, "6")
+	m = press(m, "j")
+	m = press(m, "j")
+	if c := m.lists[screenQueues].cursor; m.st.queues.list[c].GetName() != "reports" {
+		t.Fatalf("cursor on %q, want reports", m.st.queues.list[c].GetName())
+	}
+	qs := fixtureQueues().GetTaskQueues()
+	qs = append(qs, &durablev1.TaskQueue{Name: "billing", Stalled: true})
+	m = feed(m, queueUpsert(qs...))
+	if c := m.lists[screenQueues].cursor; m.st.queues.list[c].GetName() != "reports" {
+		t.Fatalf("after billing stalled the cursor is on %q, want reports", m.st.queues.list[c].GetName())
+	}
 	m = feed(m, queueUpsert(&durablev1.TaskQueue{Name: "solo"}))
 	if len(m.st.queues.list) != 1 || m.st.queues.list[0].GetName() != "solo" {
 		t.Fatalf("after a new list the console keeps %v", m.st.queues.list)

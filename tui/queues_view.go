@@ -32,11 +32,11 @@ func (m Model) queueCells(st *Styles, q *durablev1.TaskQueue) []cell {
 	}
 	return []cell{
 		{text: activity.EscapeID(q.GetName()), style: style},
-		{text: pollersText(q), style: style},
-		{text: backlogText(q.GetActivityTasks()), style: style},
+		{text: pollersText(q), short: fmt.Sprint(len(q.GetPollers())), style: style},
+		{text: backlogText(q.GetActivityTasks()), short: backlogShort(q.GetActivityTasks()), style: style},
 		{text: oldest, style: style},
-		{text: backlogText(q.GetWorkflowTasks()), style: style},
-		{text: leasesText(q), style: style},
+		{text: backlogText(q.GetWorkflowTasks()), short: backlogShort(q.GetWorkflowTasks()), style: style},
+		{text: leasesText(q), short: fmt.Sprint(leaseCount(q)), style: style},
 		{text: queueStatus(q), short: queueShortStatus(q), style: statusStyle},
 	}
 }
@@ -196,12 +196,25 @@ func backlogText(b *durablev1.TaskBacklog) string {
 	return s
 }
 
-// leasesText is "7 (3 workers)".
-func leasesText(q *durablev1.TaskQueue) string {
+// backlogShort is backlogText in a narrow column: "1 +1".
+func backlogShort(b *durablev1.TaskBacklog) string {
+	if b.GetLater() > 0 {
+		return fmt.Sprintf("%d +%d", b.GetReady(), b.GetLater())
+	}
+	return ""
+}
+
+func leaseCount(q *durablev1.TaskQueue) int64 {
 	var n int64
 	for _, l := range q.GetLeases() {
 		n += l.GetActivities()
 	}
+	return n
+}
+
+// leasesText is "7 (3 workers)".
+func leasesText(q *durablev1.TaskQueue) string {
+	n := leaseCount(q)
 	if n == 0 {
 		return "0"
 	}
@@ -256,4 +269,21 @@ func readyText(b *durablev1.TaskBacklog) string {
 		s += fmt.Sprintf(", %d later", b.GetLater())
 	}
 	return s
+}
+
+// putQueues takes a new queue list, keeping the queues screen's cursor on
+// the queue it was on as the order changes.
+func (m Model) putQueues(list []*durablev1.TaskQueue) Model {
+	l := &m.lists[screenQueues]
+	name := ""
+	if l.cursor < len(m.st.queues.list) {
+		name = m.st.queues.list[l.cursor].GetName()
+	}
+	m.st.putQueues(list)
+	for i, q := range m.st.queues.list {
+		if q.GetName() == name {
+			l.cursor = i
+		}
+	}
+	return m
 }

@@ -128,7 +128,7 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 		m.st.upsertActivities(ev.GetActivities())
 		m.st.upsertWorkflows(ev.GetWorkflows())
 		if ev.GetTaskQueues() != nil {
-			m.st.putQueues(ev.GetTaskQueues().GetTaskQueues())
+			m = m.putQueues(ev.GetTaskQueues().GetTaskQueues())
 		}
 		m.st.putOverrides(ev.GetPolicyOverrides())
 		m.audit.upsert(ev.GetAuditRecords())

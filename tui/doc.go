@@ -33,4 +33,9 @@
 // change state says why it cannot (offline.go); outcomes expire (flash.go);
 // and a redrive is reported by what came of it, not by the call's answer
 // (letter.go, and the operation's counts at its measured pace).
+//
+// From any activity, letter or workflow, w opens the workflow's timeline,
+// which is read again as the stream says that workflow changed, at most
+// every half second (timeline.go); y copies the id under the cursor with an
+// OSC 52 sequence to the terminal, which works over SSH (clipboard.go).
 package tui

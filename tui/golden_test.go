@@ -24,6 +24,9 @@ func setup(t testing.TB, fake *fakeBackend, p Params) Model {
 	p.Addr = "127.0.0.1:7345"
 	p.ClockFunc = func() time.Time { return t0 }
 	p.Renderer = r
+	if p.Clipboard == nil {
+		p.Clipboard = io.Discard // not the terminal running the tests
+	}
 	if p.ReconnectDelayFunc == nil {
 		p.ReconnectDelayFunc = func(int) time.Duration { return 8 * time.Second }
 	}
@@ -127,6 +130,14 @@ func TestGoldenViews(t *testing.T) {
 			more: []string{"5", "x"}, waitMore: "ctrl+r to reconnect now"},
 		{name: "OfflineHelp", backend: disconnected(opsBackend), waitFor: "disconnected",
 			more: []string{"2", "?"}, waitMore: "ctrl+r reconnect"},
+		// w: from a row, a letter or the detail pane to the workflow's timeline.
+		{name: "TimelineFromHome", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "w"}, waitFor: "TimerStarted"},
+		{name: "TimelineFromLetter", backend: fixtureBackend, keys: []string{"2", "w"}, waitFor: "workflow not found"},
+		{name: "TimelineFromDetail", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history",
+			more: []string{"w"}, waitMore: "TimerStarted"},
+		{name: "HelpTimeline", backend: fixtureBackend, keys: []string{"3", "j", "enter"}, waitFor: "TimerStarted",
+			more: []string{"?"}, waitMore: "copy id"},
+		{name: "Copied", backend: fixtureBackend, keys: []string{"2", "j", "y"}, waitFor: "copied order-0991/1"},
 	}
 	sizes := []struct {
 		name string

@@ -111,6 +111,10 @@ func (m Model) screenKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.askCancel(m.cancelTarget()), nil
 	case key.Matches(msg, k.Reconnect):
 		return m.reconnectNow()
+	case key.Matches(msg, k.Timeline):
+		return m.jumpToTimeline()
+	case key.Matches(msg, k.Copy):
+		return m.copySelected()
 	}
 	return m, nil
 }
@@ -124,7 +128,10 @@ func (m Model) show(s screen) Model {
 // escape leaves the detail or timeline, or else clears the filter and grouping.
 func (m Model) escape() Model {
 	switch m.screen {
-	case screenDetail, screenTimeline, screenAuditRecord, screenOperation, screenQueue:
+	case screenTimeline:
+		m.screen = m.timeline.from
+		return m
+	case screenDetail, screenAuditRecord, screenOperation, screenQueue:
 		m.screen = m.back
 		return m
 	}
@@ -211,14 +218,7 @@ func (m Model) open() (tea.Model, tea.Cmd) {
 		m.detail = detail{key: keyOf(a), last: a, loading: true}
 		return m, historyCmd(m.p.Context, m.p.Backend, a.GetWorkflowId())
 	case screenWorkflows:
-		l := m.lists[screenWorkflows]
-		if l.cursor >= m.st.workflows.Len() {
-			return m, nil
-		}
-		w := m.st.workflows.At(l.cursor)
-		m.back, m.screen = m.screen, screenTimeline
-		m.timeline = timeline{workflowID: w.GetWorkflowId(), loading: true}
-		return m, historyCmd(m.p.Context, m.p.Backend, w.GetWorkflowId())
+		return m.jumpToTimeline()
 	case screenAudit:
 		if r := m.selectedAudit(); r != nil {
 			m.back, m.screen = m.screen, screenAuditRecord

@@ -29,6 +29,8 @@ type KeyMap struct {
 	Sort       key.Binding
 	NextStuck  key.Binding
 	HideDead   key.Binding
+	Timeline   key.Binding
+	Copy       key.Binding
 	Help       key.Binding
 	Quit       key.Binding
 	// The keys of a dialog (a redrive, or the cancel of an operation).
@@ -65,6 +67,8 @@ func DefaultKeyMap() KeyMap {
 		Sort:       key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
 		NextStuck:  key.NewBinding(key.WithKeys("!"), key.WithHelp("!", "next stuck")),
 		HideDead:   key.NewBinding(key.WithKeys("D"), key.WithHelp("D", "hide/show dead letters")),
+		Timeline:   key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "workflow timeline")),
+		Copy:       key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "copy id")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),
@@ -111,31 +115,35 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 	switch s {
 	case screenAttempts:
 		own = []key.Binding{k.NextStuck, k.Sort, k.Open, k.Filter}
-		full = []key.Binding{k.NextStuck, k.Sort, k.HideDead, k.Open, k.Filter}
+		full = []key.Binding{k.NextStuck, k.Sort, k.HideDead, k.Open, k.Timeline, k.Copy, k.Filter}
 	case screenDeadLetters:
 		own = []key.Binding{k.Redrive, k.RedriveAll, k.Group, k.Open, k.Filter}
-		full = []key.Binding{k.Redrive, k.RedriveAll, reason, k.CancelOp, k.Group, k.Open, k.Filter}
+		full = []key.Binding{k.Redrive, k.RedriveAll, reason, k.CancelOp, k.Group, k.Open, k.Timeline, k.Copy, k.Filter}
 	case screenWorkflows:
 		own = []key.Binding{k.Open, k.Filter}
+		full = []key.Binding{k.Open, k.Copy, k.Filter}
 	case screenDetail:
-		own = []key.Binding{k.Back, k.Up, k.Down, k.Redrive}
-		full = append(append([]key.Binding{}, own...), reason)
+		own = []key.Binding{k.Back, k.Up, k.Down, k.Redrive, k.Timeline}
+		full = append(append([]key.Binding{}, own...), reason, k.Copy)
 	case screenTimeline:
 		own = []key.Binding{k.Back, k.Up, k.Down}
+		full = []key.Binding{k.Back, k.Up, k.Down, k.Copy}
 	case screenAudit:
 		own = []key.Binding{k.Open}
 	case screenOperations:
 		own = []key.Binding{k.Open, k.CancelOp}
-		full = []key.Binding{k.Open, k.CancelOp, reason}
+		full = []key.Binding{k.Open, k.CancelOp, reason, k.Copy}
 	case screenAuditRecord:
 		own = []key.Binding{k.Back, k.Up, k.Down}
 	case screenQueues:
 		own = []key.Binding{k.Open}
+		full = []key.Binding{k.Open, k.Copy}
 	case screenQueue:
 		own = []key.Binding{k.Back, k.Up, k.Down}
+		full = []key.Binding{k.Back, k.Up, k.Down, k.Copy}
 	case screenOperation:
 		own = []key.Binding{k.Back, k.CancelOp, k.Up, k.Down}
-		full = append(append([]key.Binding{}, own...), reason)
+		full = append(append([]key.Binding{}, own...), reason, k.Copy)
 	}
 	if full == nil {
 		full = own

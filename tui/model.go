@@ -2,6 +2,8 @@ package tui
 
 import (
 	"context"
+	"io"
+	"os"
 	"time"
 
 	"github.com/charmbracelet/bubbles/cursor"
@@ -57,6 +59,10 @@ type Params struct {
 	// RedrivesPerSecond is the rate at which the daemon releases the
 	// letters of a redrive operation the console starts. Default 50.
 	RedrivesPerSecond int
+	// Clipboard is where y writes the OSC 52 sequence that sets the
+	// terminal's clipboard: the terminal the console draws on. Default
+	// os.Stdout.
+	Clipboard io.Writer
 }
 
 // defaultReconnectDelay is 0.5s, 1s, 2s, … capped at 10s.
@@ -104,13 +110,28 @@ type detail struct {
 	scroll     int
 }
 
-// timeline is a workflow's history.
+// timeline is a workflow's history, read again as the stream says the
+// workflow changed (see timeline.go).
 type timeline struct {
 	workflowID string
 	events     []*durablev1.HistoryEvent
 	err        string
 	loading    bool
 	scroll     int
+	// from is the screen esc returns to: a list, or the detail pane.
+	from screen
+	// seq tells this opening's answers and timers from an earlier one's.
+	seq int
+	// reading: a read is under way; lastRead: when it (or the one before)
+	// started; waiting: a read is held until refreshEvery has passed since;
+	// stale: the workflow changed while reading or waiting.
+	reading  bool
+	lastRead time.Time
+	waiting  bool
+	stale    bool
+	// refreshErr is why the last read again failed; the events shown are
+	// those of the read before.
+	refreshErr string
 }
 
 // Model is the console. Create it with New and run it with tea.NewProgram.
@@ -132,7 +153,7 @@ type Model struct {
 	conn conn
 
 	screen    screen
-	back      screen // where esc returns from a detail, a timeline or an audit record
+	back      screen // the list under a detail, an audit record, an operation or a timeline (esc from a timeline goes to timeline.from)
 	lists     [lastList + 1]list
 	grouped   bool
 	groupList list
@@ -155,6 +176,9 @@ type Model struct {
 	// cancelling is the operation whose cancel is being waited on.
 	cancelling string
 	flash      flash
+	// after is tea.Tick's shape, a field so tests can hold a timer's
+	// message and send it when they choose.
+	after func(d time.Duration, msg tea.Msg) tea.Cmd
 }
 
 // New returns a console that follows p.Backend.
@@ -173,6 +197,9 @@ func New(p Params) Model {
 	}
 	if p.RedrivesPerSecond <= 0 {
 		p.RedrivesPerSecond = 50
+	}
+	if p.Clipboard == nil {
+		p.Clipboard = os.Stdout
 	}
 	styles := NewStyles(p.Renderer)
 	h := help.New()
@@ -201,6 +228,7 @@ func New(p Params) Model {
 		st:     newState(),
 		audit:  newAuditLog(),
 		ops:    newOpLog(),
+		after:  tick,
 	}
 }
 

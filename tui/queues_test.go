@@ -151,3 +151,17 @@ func TestQueuesScreenPutsTheStalledQueueFirstAndReplacesTheListWhole(t *testing.
 		t.Fatalf("queues screen:\n%s", v)
 	}
 }
+
+func TestCopyOnAStalledRowOrAQueueTakesTheWorkflowIDOrTheQueueName(t *testing.T) {
+	t.Parallel()
+	evs := snapshot(nil, []*durablev1.WorkflowInfo{stalledWorkflow()})
+	evs[1].TaskQueues = fixtureQueues()
+	m := feed(setup(t, &fakeBackend{}, Params{}), evs...)
+	if raw, _ := m.copyTarget(); raw != "order-2001" {
+		t.Fatalf("y on the stalled row copies %q, want the workflow id", raw)
+	}
+	m = press(m, "6")
+	if raw, _ := m.copyTarget(); raw != "orders-eu" {
+		t.Fatalf("y on the queues screen copies %q, want the queue", raw)
+	}
+}

@@ -17,6 +17,9 @@ func (m Model) timelineView(h int) string {
 	if w, ok := m.st.wfs[t.workflowID]; ok {
 		title += fmt.Sprintf(" · %s · %s", activity.EscapeID(w.GetWorkflowType()), statusName(w.GetStatus()))
 	}
+	if t.refreshErr != "" {
+		title += st.Warning.Render(" · read again failed: " + t.refreshErr)
+	}
 	lines := []string{st.Title.Render(title), ""}
 	switch {
 	case t.loading:
@@ -28,7 +31,7 @@ func (m Model) timelineView(h int) string {
 	default:
 		origin := t.events[0].GetTime().AsTime()
 		lines = append(lines, st.Header.Render(fmt.Sprintf("  %-9s %-4s %-26s %s", "TIME", "#", "EVENT", "DETAIL")))
-		rows := h - len(lines)
+		rows := h - timelineHead
 		from := min(t.scroll, max(len(t.events)-rows, 0))
 		for _, e := range t.events[from:min(from+rows, len(t.events))] {
 			lines = append(lines, "  "+eventLine(e, origin))

@@ -47,7 +47,12 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		_, wasLive := m.st.acts[m.detail.key]
 		m = m.sawEvent(msg.at, msg.ev.GetServerTime())
 		m = m.apply(msg.ev).settleNow().letterOutcome()
+		var reread tea.Cmd
+		m, reread = m.refreshTimeline(msg.ev)
 		next := recvCmd(m.conn.stream, msg.gen, m.p.ClockFunc)
+		if reread != nil {
+			next = tea.Batch(next, reread)
+		}
 		if _, live := m.st.acts[m.detail.key]; wasLive && !live && m.screen == screenDetail {
 			// The activity in the detail finished: read its whole trail,
 			// and the history that now says how it ended.
@@ -80,6 +85,12 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, connectCmd(m.p.Context, m.p.Backend, m.conn.gen)
 	case historyMsg:
 		return m.gotHistory(msg), nil
+	case timelineMsg:
+		return m.gotTimeline(msg)
+	case timelineDueMsg:
+		return m.timelineDue(msg)
+	case copyFailedMsg:
+		return m.warn("copy failed: " + errorText(msg.err)), nil
 	case finishedMsg:
 		if msg.key == m.detail.key && msg.err == nil {
 			m.detail.finished = msg.finished
@@ -183,9 +194,6 @@ func (m Model) gotHistory(msg historyMsg) Model {
 	}
 	if m.detail.last.GetWorkflowId() == msg.workflowID {
 		m.detail.history, m.detail.historyErr, m.detail.loading = msg.events, errText, false
-	}
-	if m.timeline.workflowID == msg.workflowID {
-		m.timeline.events, m.timeline.err, m.timeline.loading = msg.events, errText, false
 	}
 	return m
 }
@@ -298,8 +306,7 @@ func (m Model) move(delta int) Model {
 		m.detail.scroll = max(m.detail.scroll+delta, 0)
 		return m
 	case screenTimeline:
-		m.timeline.scroll = max(m.timeline.scroll+delta, 0)
-		return m
+		return m.scrollTimeline(delta)
 	case screenAuditRecord:
 		m.audit.scroll = max(m.audit.scroll+delta, 0)
 		return m

@@ -53,7 +53,10 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			"workflow whose task waits on it shows in the home view as a row \"workflow\n"+
 			"task waiting 5.9s on queue X, no poller\" among the overdue ones. A redrive\n"+
 			"asks for confirmation; press e there to give a reason for the audit log.\n"+
-			"Press ? inside for every key.\n\n"+
+			"Press ? inside for every key: w opens the workflow of the row under the\n"+
+			"cursor as a timeline that follows new events, and y copies its id to the\n"+
+			"clipboard through the terminal (OSC 52; it works over SSH, and in tmux with\n"+
+			"set -g set-clipboard on).\n\n"+
 			"R redrives every dead letter shown as one operation that the daemon runs at\n"+
 			"--redrive-rate letters per second; its progress stays on the line under the\n"+
 			"header until it finishes. x cancels it (what it released stays released, the\n"+

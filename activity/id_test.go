@@ -155,3 +155,21 @@ func TestFailureFromErrorWritesATypeTheDaemonTakes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCheckID prices the rule on the ids every call carries: a short
+// ASCII id (the common case) and the longest id of CJK characters.
+func BenchmarkCheckID(b *testing.B) {
+	for _, bc := range []struct{ name, id string }{
+		{"ASCII20", "order-2026-0991-pay1"},
+		{"CJK1000", strings.Repeat("注文", 1000/6)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := CheckID(bc.id); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

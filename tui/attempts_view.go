@@ -31,6 +31,9 @@ func isDead(a *durablev1.PendingActivity) bool {
 // attemptCells is one row; st is shared by every row of a render, so that
 // the cells' style pointers cost one copy of the styles, not one a row.
 func (m Model) attemptCells(st *Styles, a *durablev1.PendingActivity) []cell {
+	if isWorkflowTask(a) {
+		return m.workflowTaskCells(st, a)
+	}
 	w := waitOf(a, m.now)
 	stateStyle := st.state(a.GetState())
 	var cdStyle, whyStyle = &st.Row, &st.Muted
@@ -46,6 +49,28 @@ func (m Model) attemptCells(st *Styles, a *durablev1.PendingActivity) []cell {
 		{text: w.reason, short: w.shortReason(), style: whyStyle},
 		{text: failureLine(a.GetLastFailure()), style: &st.Failed},
 		{text: heartbeatLine(m.now, a), style: &st.Muted},
+	}
+}
+
+// workflowTaskCells is the row of a stalled workflow task: what it waits
+// on takes the failure's column, the one kept at every width.
+func (m Model) workflowTaskCells(st *Styles, a *durablev1.PendingActivity) []cell {
+	w := waitOf(a, m.now)
+	why := "workflow task waiting on queue " + activity.EscapeID(a.GetTaskQueue())
+	short := ""
+	if wait, ok := m.st.workflowTaskWait(a.GetWorkflowId()); ok {
+		why = wait.String(m.now)
+		short = "queue " + activity.EscapeID(wait.Queue) + ", no poller"
+	}
+	return []cell{
+		{text: activity.EscapeID(a.GetWorkflowId())},
+		{text: "workflow task", short: "wf task"},
+		{text: "stalled", style: &st.Warning},
+		{text: fmt.Sprint(a.GetAttempt())},
+		{text: w.countdown, style: &st.Warning},
+		{text: w.reason, short: w.shortReason(), style: &st.Warning},
+		{text: why, short: short, style: &st.Warning},
+		{},
 	}
 }
 

@@ -45,6 +45,9 @@ func copyCmd(w io.Writer, text string) tea.Cmd {
 func (m Model) copyTarget() (raw, shown string) {
 	switch m.screen {
 	case screenAttempts, screenDeadLetters:
+		if a := m.selectedActivity(); a != nil && isWorkflowTask(a) {
+			return a.GetWorkflowId(), activity.EscapeID(a.GetWorkflowId())
+		}
 		if a := m.selectedActivity(); a != nil {
 			return activityRef(a.GetWorkflowId(), a.GetActivityId())
 		}
@@ -66,6 +69,13 @@ func (m Model) copyTarget() (raw, shown string) {
 		if op, ok := m.ops.get(m.ops.open); ok {
 			return op.GetId(), activity.EscapeID(op.GetId())
 		}
+	case screenQueues:
+		if c := m.lists[screenQueues].cursor; c < len(m.st.queues.list) {
+			name := m.st.queues.list[c].GetName()
+			return name, activity.EscapeID(name)
+		}
+	case screenQueue:
+		return m.st.queues.open, activity.EscapeID(m.st.queues.open)
 	}
 	return "", ""
 }

@@ -2,7 +2,8 @@
 // the daemon's Watch stream and shows pending activities with live countdowns,
 // dead letters (redriven from the keyboard, one or in bulk, with a reason for
 // the audit log), workflows with their history as a timeline, the audit log
-// of operator actions, and the daemon's operations.
+// of operator actions, the daemon's operations, and its task queues with
+// their pollers and leases.
 //
 // The console talks to the daemon only through Backend (NewBackend adapts a
 // client.Client), and only from the commands in commands.go, so tests drive
@@ -17,7 +18,10 @@
 // The home view is sorted by urgency (urgency.go: overdue, dead-lettered,
 // retrying by attempt, running, scheduled, as a pure order with the rank each
 // row was placed with; home_order.go re-places a row when the clock makes it
-// overdue). Tables give width by priority (table.go's allocate: the failure
+// overdue). A workflow whose task waits past the same grace on a queue nobody
+// polls is a row of its own there, ranked overdue (queues.go derives those
+// rows when a workflow, the queue list or the clock changes, through
+// client.WorkflowWait). Tables give width by priority (table.go's allocate: the failure
 // and the heartbeat before ids, ids cut in their middle). State is kept in maps plus sorted slices
 // updated by binary search, and only the visible rows are rendered, so an
 // update costs in proportion to what changed even with tens of thousands of

@@ -374,3 +374,44 @@ func opsBackend() *fakeBackend {
 	f.scripts = []script{{events: evs}}
 	return f
 }
+
+// fixtureQueues are a busy queue with pollers and leases, one whose
+// workflow tasks nobody polls for, and an idle one.
+func fixtureQueues() *durablev1.TaskQueueList {
+	wfKind, actKind := durablev1.TaskKind_TASK_KIND_WORKFLOW, durablev1.TaskKind_TASK_KIND_ACTIVITY
+	return &durablev1.TaskQueueList{TaskQueues: []*durablev1.TaskQueue{
+		{Name: "default",
+			Pollers: []*durablev1.Poller{
+				{Identity: "worker-a@host-1", Kind: wfKind, LastPollTime: at(-400 * time.Millisecond), Parked: true},
+				{Identity: "worker-a@host-1", Kind: actKind, LastPollTime: at(-2 * time.Second)},
+				{Identity: "worker-b@host-2", Kind: actKind, LastPollTime: at(-1 * time.Second), Parked: true},
+			},
+			WorkflowTasks: &durablev1.TaskBacklog{},
+			ActivityTasks: &durablev1.TaskBacklog{Ready: 1, OldestReadyTime: at(-12 * time.Second), Later: 1},
+			Leases:        []*durablev1.WorkerLeases{{Identity: "worker-a@host-1", Activities: 1}, {Identity: "worker-b@host-2", Activities: 1}}},
+		{Name: "reports", Pollers: []*durablev1.Poller{{Identity: "reporter", Kind: wfKind, LastPollTime: at(-3 * time.Minute)}},
+			WorkflowTasks: &durablev1.TaskBacklog{}, ActivityTasks: &durablev1.TaskBacklog{}},
+		{Name: "orders-eu",
+			WorkflowTasks: &durablev1.TaskBacklog{Ready: 1, OldestReadyTime: at(-5900 * time.Millisecond), Stalled: true},
+			ActivityTasks: &durablev1.TaskBacklog{},
+			Stalled:       true},
+	}}
+}
+
+// stalledWorkflow is a running workflow whose first workflow task has
+// waited 5.9s on orders-eu, which nobody polls.
+func stalledWorkflow() *durablev1.WorkflowInfo {
+	return &durablev1.WorkflowInfo{WorkflowId: "order-2001", WorkflowType: "FlakyDemo", TaskQueue: "orders-eu",
+		Status: durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING, StartTime: at(-5900 * time.Millisecond),
+		WorkflowTaskReadyTime: at(-5900 * time.Millisecond), WorkflowTaskAttempt: 1}
+}
+
+// queuesBackend is fixtureBackend with the task queues in the snapshot and
+// a workflow stalled on one of them.
+func queuesBackend() *fakeBackend {
+	f := fixtureBackend()
+	evs := snapshot(fixtureActivities(), append(fixtureWorkflows(), stalledWorkflow()))
+	evs[1].TaskQueues = fixtureQueues()
+	f.scripts = []script{{events: evs}}
+	return f
+}

@@ -115,6 +115,15 @@ func TestGoldenViews(t *testing.T) {
 		{name: "OverdueDeadLettersHidden", backend: outageBackend, keys: []string{"D"}, waitFor: "dead letters hidden"},
 		{name: "OverdueByNextDue", backend: outageBackend, keys: []string{"s", "s"}, waitFor: "sorted by next due"},
 		{name: "OverdueDeadLetters", backend: outageBackend, keys: []string{"2"}, waitFor: "DEAD FOR"},
+		// A queue with work and no poller first; its workflow task as a
+		// home row among the overdue ones.
+		{name: "Queues", backend: queuesBackend, keys: []string{"6"}, waitFor: "orders-eu"},
+		{name: "Queue", backend: queuesBackend, keys: []string{"6", "enter"}, waitFor: "STALLED WORKFLOW TASKS"},
+		{name: "QueueOfBusyWorkers", backend: queuesBackend, keys: []string{"6", "j", "enter"}, waitFor: "PARKED"},
+		{name: "StalledWorkflowTask", backend: queuesBackend, waitFor: "stalled"},
+		{name: "StalledWorkflowTaskSelected", backend: queuesBackend, keys: []string{"j"}, waitFor: "enter: its queue"},
+		{name: "StalledWorkflowTaskQueue", backend: queuesBackend, keys: []string{"j"}, waitFor: "enter: its queue",
+			more: []string{"enter"}, waitMore: "STALLED WORKFLOW TASKS"},
 		{name: "Disconnected", backend: disconnected(fixtureBackend), waitFor: "disconnected"},
 		{name: "OperationInProgress", backend: opsBackend, waitFor: "~36s left"},
 		{name: "OfflineRedrive", backend: disconnected(fixtureBackend), waitFor: "disconnected",

@@ -60,6 +60,8 @@ func (m Model) screenKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.show(screenAudit), nil
 	case key.Matches(msg, k.Operations):
 		return m.show(screenOperations), nil
+	case key.Matches(msg, k.Queues):
+		return m.show(screenQueues), nil
 	case key.Matches(msg, k.NextView):
 		current := m.screen
 		if !current.isList() {
@@ -129,7 +131,7 @@ func (m Model) escape() Model {
 	case screenTimeline:
 		m.screen = m.timeline.from
 		return m
-	case screenDetail, screenAuditRecord, screenOperation:
+	case screenDetail, screenAuditRecord, screenOperation, screenQueue:
 		m.screen = m.back
 		return m
 	}
@@ -240,6 +242,10 @@ func (m Model) open() (tea.Model, tea.Cmd) {
 		if a == nil {
 			return m, nil
 		}
+		if isWorkflowTask(a) {
+			// The cause of a stalled workflow task is its queue.
+			return m.openQueue(a.GetTaskQueue()), nil
+		}
 		m.back, m.screen = m.screen, screenDetail
 		m.detail = detail{key: keyOf(a), last: a, loading: true}
 		return m, historyCmd(m.p.Context, m.p.Backend, a.GetWorkflowId())
@@ -254,6 +260,10 @@ func (m Model) open() (tea.Model, tea.Cmd) {
 		if op := m.selectedOp(); op != nil {
 			m.back, m.screen = m.screen, screenOperation
 			m.ops.open, m.ops.scroll = op.GetId(), 0
+		}
+	case screenQueues:
+		if c := m.lists[screenQueues].cursor; c < len(m.st.queues.list) {
+			return m.openQueue(m.st.queues.list[c].GetName()), nil
 		}
 	}
 	return m, nil

@@ -16,6 +16,7 @@ type KeyMap struct {
 	Workflows  key.Binding
 	Audit      key.Binding
 	Operations key.Binding
+	Queues     key.Binding
 	NextView   key.Binding
 	Filter     key.Binding
 	Open       key.Binding
@@ -53,6 +54,7 @@ func DefaultKeyMap() KeyMap {
 		Workflows:  key.NewBinding(key.WithKeys("3"), key.WithHelp("3", "workflows")),
 		Audit:      key.NewBinding(key.WithKeys("4"), key.WithHelp("4", "audit log")),
 		Operations: key.NewBinding(key.WithKeys("5"), key.WithHelp("5", "operations")),
+		Queues:     key.NewBinding(key.WithKeys("6"), key.WithHelp("6", "queues")),
 		NextView:   key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next view")),
 		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Open:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
@@ -94,7 +96,7 @@ func (k KeyMap) navigation() []key.Binding {
 }
 
 func (k KeyMap) views() []key.Binding {
-	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.Audit, k.Operations, k.NextView}
+	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.Audit, k.Operations, k.Queues, k.NextView}
 }
 
 // writes are the keys that ask the daemon to change state (and e, which the
@@ -133,6 +135,12 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 		full = []key.Binding{k.Open, k.CancelOp, reason, k.Copy}
 	case screenAuditRecord:
 		own = []key.Binding{k.Back, k.Up, k.Down}
+	case screenQueues:
+		own = []key.Binding{k.Open}
+		full = []key.Binding{k.Open, k.Copy}
+	case screenQueue:
+		own = []key.Binding{k.Back, k.Up, k.Down}
+		full = []key.Binding{k.Back, k.Up, k.Down, k.Copy}
 	case screenOperation:
 		own = []key.Binding{k.Back, k.CancelOp, k.Up, k.Down}
 		full = append(append([]key.Binding{}, own...), reason, k.Copy)

@@ -18,21 +18,23 @@ import (
 type screen int
 
 // The list screens come first, in tab order; the ones after
-// screenOperations are opened from a list and return to it.
+// screenQueues are opened from a list and return to it.
 const (
 	screenAttempts screen = iota
 	screenDeadLetters
 	screenWorkflows
 	screenAudit
 	screenOperations
+	screenQueues
 	screenDetail
 	screenTimeline
 	screenAuditRecord
 	screenOperation
+	screenQueue
 )
 
 // lastList is the last list screen: tab goes round to the first after it.
-const lastList = screenOperations
+const lastList = screenQueues
 
 // isList reports whether s is a list screen with a tab in the header.
 func (s screen) isList() bool { return s <= lastList }

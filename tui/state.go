@@ -190,6 +190,10 @@ type state struct {
 	// overrides are the policy overrides in force, for the detail view to
 	// say who set a field and why; few, so a slice.
 	overrides []*durablev1.PolicyOverride
+	// queues is the daemon's last list of task queues, and wfTasks the
+	// home view's rows for workflow tasks stalled on them (queues.go).
+	queues  queues
+	wfTasks stalledWorkflowTasks
 }
 
 // putOverrides applies overrides set or (Cleared) cleared.
@@ -221,6 +225,7 @@ func newState() *state {
 		attempts:  newActivityList(false, filter{}),
 		dead:      newActivityList(true, filter{}),
 		workflows: newSortedSet(workflowLess),
+		wfTasks:   newStalledWorkflowTasks(),
 	}
 }
 
@@ -267,7 +272,9 @@ func (s *state) removeActivities(refs []*durablev1.ActivityRef) {
 // since move up, each at the cost of an upsert.
 func (s *state) advance(now time.Time) {
 	l := s.attempts
-	for _, p := range l.home.due(now) {
+	promoted := l.home.due(now)
+	s.advanceWorkflowTasks(l.home.now)
+	for _, p := range promoted {
 		if cur, ok := l.set.Get(p.key); ok && cur == p.a && l.home.rank[cur] != urgencyOverdue {
 			l.set.Remove(p.key)
 			l.home.rank[cur] = urgencyOverdue
@@ -300,6 +307,7 @@ func (s *state) upsertWorkflows(wfs []*durablev1.WorkflowInfo) {
 		} else {
 			s.workflows.Remove(w.GetWorkflowId())
 		}
+		s.trackWorkflowTask(w)
 	}
 }
 
@@ -352,6 +360,9 @@ func (s *state) refilterActivities(dead bool, f filter) {
 		s.dead = l
 		return
 	}
+	for id, row := range s.wfTasks.rows {
+		l.put(activityKey(id, ""), nil, row, s.now)
+	}
 	s.attempts = l
 }
 
@@ -385,4 +396,5 @@ func (s *state) replaceWith(acts []*durablev1.PendingActivity, wfs []*durablev1.
 	s.refilterActivities(false, s.attempts.filter)
 	s.refilterActivities(true, s.dead.filter)
 	s.refilterWorkflows(s.wfFilter)
+	s.reloadWorkflowTasks()
 }

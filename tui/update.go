@@ -128,6 +128,7 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 		m.conn.stageOps = append(m.conn.stageOps, ev.GetOperations()...)
 		m.conn.stagePolicy = append(m.conn.stagePolicy, ev.GetPolicyOverrides()...)
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE:
+		m.st.queues.set(ev.GetTaskQueues().GetTaskQueues())
 		m.st.replaceWith(m.conn.stageActs, m.conn.stageWfs)
 		m.ops.replaceWith(m.conn.stageOps)
 		m.st.overrides = nil
@@ -138,6 +139,9 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT:
 		m.st.upsertActivities(ev.GetActivities())
 		m.st.upsertWorkflows(ev.GetWorkflows())
+		if ev.GetTaskQueues() != nil {
+			m = m.putQueues(ev.GetTaskQueues().GetTaskQueues())
+		}
 		m.st.putOverrides(ev.GetPolicyOverrides())
 		m.audit.upsert(ev.GetAuditRecords())
 		if len(ev.GetOperations()) > 0 {
@@ -248,6 +252,8 @@ func (m Model) listLen(s screen) int {
 		return len(m.audit.order)
 	case screenOperations:
 		return m.ops.set.Len()
+	case screenQueues:
+		return len(m.st.queues.list)
 	}
 	return 0
 }
@@ -267,16 +273,22 @@ func (m Model) bodyRows() int {
 
 // clampAll keeps every cursor inside its list and on screen after the data or
 // the size changed.
+// The body's height is measured once (it renders the status and help
+// lines), not once a list.
 func (m Model) clampAll() Model {
+	rows := m.bodyRows()
 	for s := screenAttempts; s <= lastList; s++ {
-		m = m.clamp(s)
+		m = m.clampTo(s, rows)
 	}
 	return m
 }
 
-func (m Model) clamp(s screen) Model {
+func (m Model) clamp(s screen) Model { return m.clampTo(s, m.bodyRows()) }
+
+// clampTo keeps the cursor of s inside its list and within rows of the top.
+func (m Model) clampTo(s screen, rows int) Model {
 	l := m.cursorOf(s)
-	n, rows := m.listLen(s), m.bodyRows()
+	n := m.listLen(s)
 	l.cursor = min(max(l.cursor, 0), max(n-1, 0))
 	if l.cursor < l.offset {
 		l.offset = l.cursor
@@ -301,6 +313,9 @@ func (m Model) move(delta int) Model {
 		return m
 	case screenOperation:
 		m.ops.scroll = max(m.ops.scroll+delta, 0)
+		return m
+	case screenQueue:
+		m.st.queues.scroll = max(m.st.queues.scroll+delta, 0)
 		return m
 	}
 	l := m.cursorOf(m.screen)

@@ -57,8 +57,13 @@ func dueTime(a *durablev1.PendingActivity) (time.Time, bool) {
 }
 
 // urgencyOf ranks a at now. An activity only ever moves up to overdue as
-// time passes, at overdueFrom, and the home view moves it then.
+// time passes, at overdueFrom, and the home view moves it then. A stalled
+// workflow task is overdue: its row is shown only once its wait passed the
+// grace on a queue nobody polls (queues.go).
 func urgencyOf(a *durablev1.PendingActivity, now time.Time) urgency {
+	if isWorkflowTask(a) {
+		return urgencyOverdue
+	}
 	if isDead(a) {
 		return urgencyDead
 	}

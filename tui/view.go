@@ -34,6 +34,10 @@ func (m Model) View() string {
 		body = m.operationsView(bodyH)
 	case screenOperation:
 		body = m.operationView(bodyH)
+	case screenQueues:
+		body = m.queuesView(bodyH)
+	case screenQueue:
+		body = m.queueView(bodyH)
 	}
 	if m.confirm != nil {
 		body = m.confirmView(bodyH)
@@ -146,6 +150,7 @@ func (m Model) tabsView(squeeze int) string {
 		{screenWorkflows, "3", " workflows", count(len(m.st.wfs))},
 		{screenAudit, "4", " audit", ""},
 		{screenOperations, "5", " ops", ""},
+		{screenQueues, "6", " queues", count(len(m.st.queues.list))},
 	}
 	var parts []string
 	if squeeze < 2 {
@@ -228,6 +233,8 @@ func (m Model) statusView() string {
 		s = st.Muted.Render("waiting for the daemon's snapshot…")
 	case m.statusOp() != nil:
 		s = st.Progress.Render(m.opProgressLine(m.statusOp()))
+	case m.screen == screenAttempts && m.selectedStall() != "":
+		s = st.Warning.Render(m.selectedStall()+" · enter: its queue") + st.Muted.Render(" · "+m.homeStatus())
 	case m.screen == screenAttempts:
 		s = st.Muted.Render(m.homeStatus())
 	}

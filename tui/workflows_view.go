@@ -33,10 +33,16 @@ func (m Model) workflowCells(w *durablev1.WorkflowInfo) []cell {
 	case durablev1.WorkflowStatus_WORKFLOW_STATUS_FAILED:
 		outcome = failureLine(w.GetFailure())
 	}
+	statusText := statusName(w.GetStatus())
+	if m.st.wfTasks.rows[w.GetWorkflowId()] != nil {
+		// Running in name only: its workflow task waits on a queue
+		// nobody polls (the home view has its row).
+		statusText, status = "stalled", st.Warning
+	}
 	return []cell{
 		{text: activity.EscapeID(w.GetWorkflowId())},
 		{text: activity.EscapeID(w.GetWorkflowType())},
-		{text: statusName(w.GetStatus()), style: &status},
+		{text: statusText, style: &status},
 		{text: fmt.Sprint(w.GetPendingActivities())},
 		{text: dead, style: deadStyle},
 		{text: age(m.now, w.GetStartTime()), style: &st.Muted},

@@ -1,7 +1,8 @@
 // Command wfui is the on-call console for durabled: live pending activities
 // with countdowns, dead letters redriven from the keyboard with a reason for
 // the audit log, workflow histories, the audit log itself, and the daemon's
-// redrive operations with their progress, cancelled with a key.
+// redrive operations with their progress, cancelled with a key, and the task
+// queues with who polls them.
 //
 //	wfui [--addr HOST:PORT] [--token T | --token-file F] [--tls] [--tls-ca F]
 //	     [--tls-cert F --tls-key F] [--tls-server-name N] [--redrive-rate N]
@@ -46,7 +47,11 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			"            [--tls-cert F --tls-key F] [--tls-server-name N] [--redrive-rate N]\n\n"+
 			"The on-call console for durabled: pending activities with live countdowns (1),\n"+
 			"dead letters with keyboard redrives (2), workflows and their history (3), the\n"+
-			"audit log (4): who redrove what, when, and why, and operations (5). A redrive\n"+
+			"audit log (4): who redrove what, when, and why, operations (5), and task\n"+
+			"queues (6): who polls each, its backlog and the age of its oldest task, and\n"+
+			"leases per worker; a queue with work and no poller is first, in red, and a\n"+
+			"workflow whose task waits on it shows in the home view as a row \"workflow\n"+
+			"task waiting 5.9s on queue X, no poller\" among the overdue ones. A redrive\n"+
 			"asks for confirmation; press e there to give a reason for the audit log.\n"+
 			"Press ? inside for every key: w opens the workflow of the row under the\n"+
 			"cursor as a timeline that follows new events, and y copies its id to the\n"+

@@ -1,0 +1,289 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tinyllm/durable/activity"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// queueColumns are wf queues' columns; STATUS, the cause, is kept first.
+var queueColumns = []column{
+	{title: "QUEUE", min: 10, prio: 2, mid: true},
+	{title: "POLLERS", min: 7, prio: 1},
+	{title: "BACKLOG", min: 7, prio: 1},
+	{title: "OLDEST", min: 6},
+	{title: "WF TASKS", min: 8, prio: 1},
+	{title: "LEASES", min: 6, prio: 1},
+	{title: "STATUS", min: 9, keep: 26},
+}
+
+// queueCells is one queue's row; a queue with ready work and no poller is
+// in the warning style from end to end.
+func (m Model) queueCells(st *Styles, q *durablev1.TaskQueue) []cell {
+	style, statusStyle := &st.Row, &st.Muted
+	if q.GetStalled() {
+		style, statusStyle = &st.Warning, &st.Warning
+	}
+	oldest := "-"
+	if t, ok := oldestReady(q); ok {
+		oldest = span(m.now.Sub(t))
+	}
+	return []cell{
+		{text: activity.EscapeID(q.GetName()), style: style},
+		{text: pollersText(q), short: fmt.Sprint(len(q.GetPollers())), style: style},
+		{text: backlogText(q.GetActivityTasks()), short: backlogShort(q.GetActivityTasks()), style: style},
+		{text: oldest, style: style},
+		{text: backlogText(q.GetWorkflowTasks()), short: backlogShort(q.GetWorkflowTasks()), style: style},
+		{text: leasesText(q), short: fmt.Sprint(leaseCount(q)), style: style},
+		{text: queueStatus(q), short: queueShortStatus(q), style: statusStyle},
+	}
+}
+
+func (m Model) queuesView(h int) string {
+	if len(m.st.queues.list) == 0 {
+		if !m.conn.synced {
+			return ""
+		}
+		return "\n  " + m.styles.Muted.Render("no task queues: no work, no leases and no poller seen in the last five minutes")
+	}
+	l := m.lists[screenQueues]
+	end := min(l.offset+max(h-1, 0), len(m.st.queues.list))
+	st := m.styles
+	rows := make([][]cell, 0, end-l.offset)
+	for _, q := range m.st.queues.list[l.offset:end] {
+		rows = append(rows, m.queueCells(&st, q))
+	}
+	return renderTable(m.styles, queueColumns, rows, m.width, l.cursor-l.offset)
+}
+
+// openQueue shows a queue's pollers and leases.
+func (m Model) openQueue(name string) Model {
+	back := m.screen
+	if !back.isList() {
+		back = m.back
+	}
+	m.back, m.screen = back, screenQueue
+	m.st.queues.open, m.st.queues.scroll = name, 0
+	return m
+}
+
+// queueView is one queue: its row, who polls it, who holds its leases and
+// the workflows whose task waits in it.
+func (m Model) queueView(h int) string {
+	st := m.styles
+	name := m.st.queues.open
+	q := m.st.queueOf(name)
+	lines := []string{st.Label.Render("task queue " + activity.EscapeID(name))}
+	if q == nil {
+		lines = append(lines, "", st.Muted.Render("  not listed: no work, no leases and no poller seen in the last five minutes"))
+	} else {
+		status := queueStatus(q)
+		if q.GetStalled() {
+			status = st.Warning.Render(status)
+		}
+		lines = append(lines,
+			"  status     "+status,
+			"  wf tasks   "+readyText(q.GetWorkflowTasks()),
+			"  activities "+readyText(q.GetActivityTasks()),
+			"  oldest     "+m.oldestText(q),
+			"  leases     "+leasesText(q),
+			"", st.Header.Render("  POLLERS"))
+		if len(q.GetPollers()) == 0 {
+			lines = append(lines, st.Muted.Render("  none in the last five minutes"))
+		} else {
+			rows := make([][]cell, 0, len(q.GetPollers()))
+			for _, p := range q.GetPollers() {
+				parked := "no"
+				if p.GetParked() {
+					parked = "yes"
+				}
+				rows = append(rows, []cell{
+					{text: dashed(activity.EscapeID(p.GetIdentity()))},
+					{text: kindName(p.GetKind())},
+					{text: age(m.now, p.GetLastPollTime()), style: &st.Muted},
+					{text: parked},
+				})
+			}
+			lines = append(lines, renderTable(st, pollerColumns, rows, m.width, -1))
+		}
+		lines = append(lines, "", st.Header.Render("  LEASES"))
+		if len(q.GetLeases()) == 0 {
+			lines = append(lines, st.Muted.Render("  none"))
+		} else {
+			rows := make([][]cell, 0, len(q.GetLeases()))
+			for _, l := range q.GetLeases() {
+				rows = append(rows, []cell{
+					{text: dashed(activity.EscapeID(l.GetIdentity()))},
+					{text: fmt.Sprint(l.GetActivities())},
+				})
+			}
+			lines = append(lines, renderTable(st, leaseColumns, rows, m.width, -1))
+		}
+	}
+	if waits := m.st.stalledOn(name); len(waits) > 0 {
+		lines = append(lines, "", st.Header.Render("  STALLED WORKFLOW TASKS"))
+		for _, w := range waits {
+			lines = append(lines, "  "+st.Warning.Render(activity.EscapeID(w.GetWorkflowId())+"  "+
+				"waiting "+span(m.now.Sub(w.GetNextAttemptTime().AsTime()))))
+		}
+	}
+	lines = strings.Split(strings.Join(lines, "\n"), "\n")
+	scroll := min(m.st.queues.scroll, max(len(lines)-h, 0))
+	return strings.Join(lines[scroll:], "\n")
+}
+
+var pollerColumns = []column{
+	{title: "IDENTITY", min: 10, prio: 0, mid: true},
+	{title: "KIND", min: 8},
+	{title: "LAST POLL", min: 9},
+	{title: "PARKED", min: 6},
+}
+
+var leaseColumns = []column{
+	{title: "WORKER", min: 10, mid: true},
+	{title: "ACTIVITIES", min: 10},
+}
+
+func (m Model) oldestText(q *durablev1.TaskQueue) string {
+	t, ok := oldestReady(q)
+	if !ok {
+		return "nothing ready"
+	}
+	return "ready " + span(m.now.Sub(t)) + " ago"
+}
+
+func dashed(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func kindName(k durablev1.TaskKind) string {
+	switch k {
+	case durablev1.TaskKind_TASK_KIND_WORKFLOW:
+		return "workflow"
+	case durablev1.TaskKind_TASK_KIND_ACTIVITY:
+		return "activity"
+	}
+	return "unknown"
+}
+
+// pollersText is "2 (1 parked)": the pollers listed and how many have a
+// poll parked now, as wf queues writes it.
+func pollersText(q *durablev1.TaskQueue) string {
+	n, parked := len(q.GetPollers()), 0
+	for _, p := range q.GetPollers() {
+		if p.GetParked() {
+			parked++
+		}
+	}
+	if n == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (%d parked)", n, parked)
+}
+
+// backlogText is the ready tasks, and "+N later" for those still in their
+// backoff.
+func backlogText(b *durablev1.TaskBacklog) string {
+	s := fmt.Sprint(b.GetReady())
+	if b.GetLater() > 0 {
+		s += fmt.Sprintf(" +%d later", b.GetLater())
+	}
+	return s
+}
+
+// backlogShort is backlogText in a narrow column: "1 +1".
+func backlogShort(b *durablev1.TaskBacklog) string {
+	if b.GetLater() > 0 {
+		return fmt.Sprintf("%d +%d", b.GetReady(), b.GetLater())
+	}
+	return ""
+}
+
+func leaseCount(q *durablev1.TaskQueue) int64 {
+	var n int64
+	for _, l := range q.GetLeases() {
+		n += l.GetActivities()
+	}
+	return n
+}
+
+// leasesText is "7 (3 workers)".
+func leasesText(q *durablev1.TaskQueue) string {
+	n := leaseCount(q)
+	if n == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (%s)", n, plural(len(q.GetLeases()), "worker", "workers"))
+}
+
+// queueStatus is the daemon's verdict in wf queues' words: "no poller"
+// (naming the kind when only one lacks one), "busy" or "idle".
+func queueStatus(q *durablev1.TaskQueue) string {
+	wf, act := q.GetWorkflowTasks().GetStalled(), q.GetActivityTasks().GetStalled()
+	switch {
+	case wf && act:
+		return "no poller"
+	case wf:
+		return "no poller (workflow tasks)"
+	case act:
+		return "no poller (activities)"
+	case q.GetStalled():
+		return "no poller"
+	}
+	if q.GetWorkflowTasks().GetReady() > 0 || q.GetActivityTasks().GetReady() > 0 || len(q.GetLeases()) > 0 {
+		return "busy"
+	}
+	return "idle"
+}
+
+func queueShortStatus(q *durablev1.TaskQueue) string {
+	if q.GetStalled() {
+		return "no poller"
+	}
+	return ""
+}
+
+// selectedStall is what the stalled workflow task under the home view's
+// cursor waits on, in full (its row may have to cut it); "" when the
+// cursor is on an activity.
+func (m Model) selectedStall() string {
+	a := m.selectedActivity()
+	if m.screen != screenAttempts || a == nil || !isWorkflowTask(a) {
+		return ""
+	}
+	if w, ok := m.st.workflowTaskWait(a.GetWorkflowId()); ok {
+		return w.String(m.now)
+	}
+	return ""
+}
+
+// readyText is "1 ready, 1 later".
+func readyText(b *durablev1.TaskBacklog) string {
+	s := fmt.Sprintf("%d ready", b.GetReady())
+	if b.GetLater() > 0 {
+		s += fmt.Sprintf(", %d later", b.GetLater())
+	}
+	return s
+}
+
+// putQueues takes a new queue list, keeping the queues screen's cursor on
+// the queue it was on as the order changes.
+func (m Model) putQueues(list []*durablev1.TaskQueue) Model {
+	l := &m.lists[screenQueues]
+	name := ""
+	if l.cursor < len(m.st.queues.list) {
+		name = m.st.queues.list[l.cursor].GetName()
+	}
+	m.st.putQueues(list)
+	for i, q := range m.st.queues.list {
+		if q.GetName() == name {
+			l.cursor = i
+		}
+	}
+	return m
+}

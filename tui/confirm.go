@@ -7,6 +7,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/tinyllm/durable/client"
 )
 
 // confirm is the dialog before a redrive or the cancel of an operation. A
@@ -15,8 +17,12 @@ import (
 // scripts expect); e opens a line for one.
 type confirm struct {
 	refs []ref
-	what string // "order-42 / 3 ChargeCard" or "every dead letter failing with Timeout"
+	what string // "order-42 / 3 ChargeCard", or what a bulk one selects when no words do
 	bulk bool   // one bulk call, even for a single letter of a group
+	// selected marks a redrive of what a selection shows; sel is that
+	// selection, in canonical words (empty: every dead letter).
+	selected bool
+	sel      client.Selection
 	// opID, when set, makes this the dialog before cancelling that
 	// operation rather than a redrive.
 	opID    string
@@ -38,6 +44,17 @@ func (m Model) askRedrive(refs []ref, what string, bulk bool) Model {
 		return m.say("a redrive is still being started")
 	}
 	m.confirm = &confirm{refs: refs, what: what, bulk: bulk, reason: m.reasonInput("e.g. INC-7, gateway is back")}
+	return m
+}
+
+// askSelection opens the confirmation for the letters refs that the
+// selection sel shows: the dialog names sel in canonical words and the
+// count, and the daemon is sent exactly refs.
+func (m Model) askSelection(refs []ref, sel client.Selection) Model {
+	m = m.askRedrive(refs, "", true)
+	if m.confirm != nil {
+		m.confirm.selected, m.confirm.sel = true, sel
+	}
 	return m
 }
 

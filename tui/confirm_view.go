@@ -22,7 +22,11 @@ func (m Model) confirmView(h int) string {
 	lines := []string{
 		st.Warning.Render("Redrive " + n + "?"),
 		"",
-		ansi.Truncate(c.what, textW, "…"),
+	}
+	if c.selected {
+		lines = append(lines, m.selectionLines(c, textW)...)
+	} else {
+		lines = append(lines, ansi.Truncate(c.what, textW, "…"))
 	}
 	if len(c.refs) > 1 {
 		lines = append(lines, refsLine(c.refs, textW))
@@ -38,6 +42,27 @@ func (m Model) confirmView(h int) string {
 	lines = append(lines, "")
 	lines = append(lines, m.reasonLines("redrive", "cancel")...)
 	return m.dialogBox(lines, h)
+}
+
+// selectionLines name what a bulk redrive selected: the filter in the words
+// wf --select reads, the count, and, for free text (which matches by
+// substring), a warning to read the letters.
+func (m Model) selectionLines(c *confirm, textW int) []string {
+	st := m.styles
+	words := c.sel.String()
+	if words == "" {
+		words = "every dead letter (no filter)"
+	}
+	lines := []string{st.Label.Render("filter ") + ansi.Truncate(words, textW-len("filter "), "…")}
+	sent := fmt.Sprintf("exactly these %s are sent, by name", thousands(len(c.refs)))
+	if len(c.refs) == 1 {
+		sent = "exactly this one is sent, by name"
+	}
+	lines = append(lines, st.Muted.Render(ansi.Truncate(sent+"; any no longer dead are skipped", textW, "…")))
+	if c.sel.HasText() {
+		lines = append(lines, st.Warning.Render(ansi.Truncate("free text matches by substring: check the letters named", textW, "…")))
+	}
+	return lines
 }
 
 // reasonLines are the dialog's last lines: the reason (or how to give one)

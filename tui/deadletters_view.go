@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -71,4 +72,49 @@ func (m Model) deadLettersView(h int) string {
 		rows[i] = m.deadCells(&st, a)
 	}
 	return renderTable(m.styles, deadColumns, rows, m.width, l.cursor-l.offset)
+}
+
+// noFailureType is the group of letters whose failure has no type: no
+// words select it, so it opens and redrives by its members alone.
+const noFailureType = "(no failure type)"
+
+// groupSelection is the selection that shows exactly a group's letters: the
+// filter in force and the group's failure type, matched exactly (a group of
+// Timeout never takes in HeartbeatTimeout).
+func (m Model) groupSelection(g *failureGroup) (client.Selection, bool) {
+	if g.typ == noFailureType {
+		return client.Selection{}, false
+	}
+	sel := m.st.dead.filter.sel
+	sel.FailureType = g.typ
+	return sel, true
+}
+
+// openGroup shows a group's letters as the list under the group's exact
+// selection, so what R then redrives is the group and nothing else.
+func (m Model) openGroup(g *failureGroup) Model {
+	sel, ok := m.groupSelection(g)
+	if !ok {
+		return m.say("letters without a failure type have no words to select them: press R on the group")
+	}
+	if _, err := parseFilter(sel.String(), screenDeadLetters); err != nil {
+		// A failure type no word can spell (one ending in *).
+		return m.say("no words select this group (" + err.Error() + "): press R on the group")
+	}
+	m.grouped = false
+	m.input.SetValue(sel.String())
+	return m.setFilter(sel.String())
+}
+
+// askGroup asks to redrive every letter of a group.
+func (m Model) askGroup(g *failureGroup) Model {
+	refs := make([]ref, 0, g.count())
+	for i := 0; i < g.members.Len(); i++ {
+		refs = append(refs, refOf(g.members.At(i)))
+	}
+	sel, ok := m.groupSelection(g)
+	if !ok {
+		return m.askRedrive(refs, "every dead letter whose failure has no type", true)
+	}
+	return m.askSelection(refs, sel)
 }

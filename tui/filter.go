@@ -1,89 +1,99 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
+	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
-// filter is what the user typed after `/`. Words are ANDed; a word may name
-// its field (wf:, type:, fail:) or match any of workflow id, activity id and
-// type, failure type and message, state. Matching ignores case.
+// filter is what the user typed after `/`, read as a client.Selection: the
+// words mean here what they mean to wf --select, so a group, a filter and a
+// redrive select the same letters in both.
 type filter struct {
-	text  string
-	terms []filterTerm
+	// text is what was typed, for editing it again.
+	text string
+	sel  client.Selection
 }
 
-type filterTerm struct {
-	field string // "", "wf", "type", "fail"
-	value string
-}
-
-func parseFilter(s string) filter {
-	f := filter{text: strings.TrimSpace(s)}
-	for _, w := range strings.Fields(strings.ToLower(s)) {
-		t := filterTerm{value: w}
-		if k, v, ok := strings.Cut(w, ":"); ok {
-			switch k {
-			case "wf", "workflow":
-				t = filterTerm{field: "wf", value: v}
-			case "type", "activity":
-				t = filterTerm{field: "type", value: v}
-			case "fail", "failure":
-				t = filterTerm{field: "fail", value: v}
-			}
-		}
-		f.terms = append(f.terms, t)
-	}
-	return f
-}
-
-func (f filter) empty() bool { return len(f.terms) == 0 }
-
-func contains(s, sub string) bool {
-	return strings.Contains(strings.ToLower(s), sub)
-}
-
-func (f filter) matchActivity(a *durablev1.PendingActivity) bool {
-	for _, t := range f.terms {
-		var ok bool
-		switch t.field {
-		case "wf":
-			ok = contains(a.GetWorkflowId(), t.value)
-		case "type":
-			ok = contains(a.GetActivityType(), t.value)
-		case "fail":
-			ok = contains(a.GetLastFailure().GetType(), t.value)
-		default:
-			ok = contains(a.GetWorkflowId(), t.value) || contains(a.GetActivityId(), t.value) ||
-				contains(a.GetActivityType(), t.value) || contains(a.GetLastFailure().GetType(), t.value) ||
-				contains(a.GetLastFailure().GetMessage(), t.value) || contains(stateName(a.GetState()), t.value)
-		}
-		if !ok {
-			return false
+// parseFilter reads text for screen s. An error names the word that could
+// not be read, or one that selects nothing on that screen.
+func parseFilter(text string, s screen) (filter, error) {
+	sel, err := client.ParseSelection(text)
+	if err == nil {
+		switch s {
+		case screenDeadLetters:
+			err = sel.ForDeadLetters()
+		case screenWorkflows:
+			err = sel.ForWorkflows()
 		}
 	}
-	return true
+	if err != nil {
+		return filter{}, err
+	}
+	return filter{text: text, sel: sel}, nil
+}
+
+func (f filter) empty() bool { return f.sel.IsZero() }
+
+// canonical is the filter in the words the daemon and wf read it by.
+func (f filter) canonical() string { return f.sel.String() }
+
+func (f filter) matchActivity(a *durablev1.PendingActivity, now time.Time) bool {
+	return f.sel.MatchesAt(a, now)
 }
 
 func (f filter) matchWorkflow(w *durablev1.WorkflowInfo) bool {
-	for _, t := range f.terms {
-		var ok bool
-		switch t.field {
-		case "wf":
-			ok = contains(w.GetWorkflowId(), t.value)
-		case "type":
-			ok = contains(w.GetWorkflowType(), t.value)
-		case "fail":
-			ok = contains(w.GetFailure().GetType(), t.value)
-		default:
-			ok = contains(w.GetWorkflowId(), t.value) || contains(w.GetWorkflowType(), t.value) ||
-				contains(w.GetFailure().GetType(), t.value) || contains(w.GetFailure().GetMessage(), t.value) ||
-				contains(statusName(w.GetStatus()), t.value)
-		}
-		if !ok {
-			return false
-		}
+	return f.sel.MatchesWorkflow(w)
+}
+
+// filterBarView is the status line while a filter is typed: the input, and
+// under it what it was read as and how many rows it shows, or the word that
+// could not be read.
+func (m Model) filterBarView() string {
+	st := m.styles
+	under := st.Muted.Render("type words: type:Timeout act:ChargeCard wf:order-* attempt>=3 · ? explains")
+	switch {
+	case m.filterErr != "":
+		under = st.Warning.Render("✗ " + m.filterErr)
+	case m.filterText() != "":
+		under = st.Filter.Render(fmt.Sprintf("= %s · %s shown", m.filterCanonical(), thousands(m.listLen(m.screen))))
 	}
-	return true
+	return ansi.Truncate(m.input.View(), m.width, "…") + "\n" + ansi.Truncate(under, m.width, "…")
+}
+
+// filterLine is the status line of a filter in force.
+func (m Model) filterLine() string {
+	return fmt.Sprintf("filter %s — %s shown · esc clears", m.filterCanonical(), thousands(m.listLen(m.screen)))
+}
+
+// clockMoved gives the lists the new time, and rebuilds a list whose filter
+// depends on it (nopoller): an activity becomes stuck with no event saying
+// so.
+func (m Model) clockMoved() Model {
+	m.st.now = m.now
+	if f := m.st.attempts.filter; f.sel.NoPoller {
+		m.st.refilterActivities(false, f)
+		return m.clamp(screenAttempts)
+	}
+	return m
+}
+
+// selectionHelp is what ? says about the words of the filter bar.
+func (m Model) selectionHelp() string {
+	st := m.styles
+	lines := []string{
+		st.Help.Bold(true).Render("/ filter words") + st.Help.Render(" — ANDed; each matches exactly; the same words as wf --select"),
+		st.Help.Render("type:FAILURE  fp:FINGERPRINT  act:ACTIVITY  wf:ID  wf:PREFIX*  queue:QUEUE"),
+		st.Help.Render("state:scheduled|running|retrying|dead  attempt>=N  nopoller  dead>=T  dead<T"),
+		st.Help.Render("any other word: text in a workflow id, activity id or type (to look, not to act)"),
+	}
+	for i, l := range lines {
+		lines[i] = ansi.Truncate(l, m.width, "…")
+	}
+	return strings.Join(lines, "\n")
 }

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,8 +18,9 @@ import (
 )
 
 // noWorkerAfter is how long a due activity may sit in its queue before the
-// console blames the absence of a polling worker rather than normal hand-off.
-const noWorkerAfter = 2 * time.Second
+// console blames the absence of a polling worker rather than normal hand-off:
+// the same wait as the nopoller word of a selection.
+const noWorkerAfter = client.NoPollerAfter
 
 func stateName(s durablev1.ActivityState) string {
 	switch s {
@@ -282,27 +284,12 @@ func thousands(n int) string {
 	return b.String()
 }
 
-// filterWords is what a dead-letter filter selects: "wf=… type=… fail=…
-// fingerprint=… after=… before=…", or "every dead letter" for the empty one.
+// filterWords is what a dead-letter filter selects, in the words of the
+// filter bar and wf --select ("type:Timeout wf:order-42"), or "every dead
+// letter" for the empty one.
 func filterWords(f *durablev1.DeadLetterFilter) string {
-	stamp := func(t *timestamppb.Timestamp) string {
-		if t == nil {
-			return ""
-		}
-		return t.AsTime().UTC().Format(time.RFC3339)
+	if w := client.SelectionOfFilter(f).String(); w != "" {
+		return w
 	}
-	var parts []string
-	for _, p := range []struct{ k, v string }{
-		{"wf", f.GetWorkflowId()}, {"type", f.GetActivityType()}, {"fail", f.GetFailureType()},
-		{"fingerprint", f.GetFailureFingerprint()},
-		{"after", stamp(f.GetDeadLetteredAfter())}, {"before", stamp(f.GetDeadLetteredBefore())},
-	} {
-		if p.v != "" {
-			parts = append(parts, p.k+"="+activity.EscapeID(p.v))
-		}
-	}
-	if len(parts) == 0 {
-		return "every dead letter"
-	}
-	return strings.Join(parts, " ")
+	return "every dead letter"
 }

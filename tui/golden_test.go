@@ -98,6 +98,8 @@ func TestGoldenViews(t *testing.T) {
 		{name: "Confirm", backend: fixtureBackend, keys: []string{"2", "g", "R"}},
 		{name: "ConfirmReason", backend: fixtureBackend, keys: []string{"2", "g", "R", "e", "INC-7 gateway is back"}, waitFor: "INC-7"},
 		{name: "Filter", backend: fixtureBackend, keys: []string{"/", "c", "h", "a", "r", "g", "e"}},
+		{name: "FilterError", backend: fixtureBackend, keys: []string{"/", "type:GatewayTimeout attempt>="}, waitFor: "attempt>=N"},
+		{name: "ConfirmFreeText", backend: fixtureBackend, keys: []string{"2", "/", "order-099", "enter", "R"}, waitFor: "by substring"},
 		{name: "Help", backend: fixtureBackend, keys: []string{"?"}},
 		{name: "HelpDeadLetters", backend: fixtureBackend, keys: []string{"2", "?"}},
 		{name: "Audit", backend: fixtureBackend, keys: []string{"4"}, waitFor: "INC-7"},

@@ -136,6 +136,7 @@ func (m Model) escape() Model {
 		return m
 	}
 	if m.filterText() != "" {
+		m.input.SetValue("")
 		return m.setFilter("")
 	}
 	if m.screen == screenDeadLetters && m.grouped {
@@ -152,6 +153,11 @@ func (m Model) filterKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.input.Blur()
 		return m.setFilter(""), nil
 	case tea.KeyEnter:
+		if m.filterErr != "" {
+			// The bar keeps the keyboard until the words read, so what
+			// the list shows is never other than what the bar says.
+			return m, nil
+		}
 		m.filtering = false
 		m.input.Blur()
 		return m, nil
@@ -160,27 +166,55 @@ func (m Model) filterKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	}
 	var cmd tea.Cmd
 	m.input, cmd = m.input.Update(msg)
-	if m.input.Value() != m.filterText() {
-		m = m.setFilter(m.input.Value())
-	}
+	m = m.setFilter(m.input.Value())
 	return m, cmd
 }
 
-func (m Model) filterText() string {
+// currentFilter is the filter of the current list screen.
+func (m Model) currentFilter() filter {
 	switch m.screen {
 	case screenAttempts:
-		return m.st.attempts.filter.text
+		return m.st.attempts.filter
 	case screenDeadLetters:
-		return m.st.dead.filter.text
+		return m.st.dead.filter
 	case screenWorkflows:
-		return m.st.wfFilter.text
+		return m.st.wfFilter
+	}
+	return filter{}
+}
+
+// filterText is the current filter as typed, empty when there is none.
+func (m Model) filterText() string {
+	if f := m.currentFilter(); !f.empty() {
+		return f.text
 	}
 	return ""
 }
 
-// setFilter rebuilds the current list for a new filter and resets its cursor.
+// filterCanonical is the current filter in canonical words.
+func (m Model) filterCanonical() string { return m.currentFilter().canonical() }
+
+// setFilter rebuilds the current list for a new filter and resets its
+// cursor. Words that do not read leave the list as it was and say why.
 func (m Model) setFilter(text string) Model {
-	f := parseFilter(text)
+	f, err := parseFilter(text, m.screen)
+	if err != nil {
+		m.filterErr = err.Error()
+		return m
+	}
+	m.filterErr = ""
+	if f.canonical() == m.filterCanonical() {
+		// Same selection (a space, a key's case): keep the cursor.
+		switch m.screen {
+		case screenAttempts:
+			m.st.attempts.filter.text = text
+		case screenDeadLetters:
+			m.st.dead.filter.text = text
+		case screenWorkflows:
+			m.st.wfFilter.text = text
+		}
+		return m
+	}
 	switch m.screen {
 	case screenAttempts:
 		m.st.refilterActivities(false, f)
@@ -202,9 +236,7 @@ func (m Model) open() (tea.Model, tea.Cmd) {
 	switch m.screen {
 	case screenAttempts, screenDeadLetters:
 		if g := m.selectedGroup(); g != nil {
-			m.grouped = false
-			m = m.setFilter("fail:" + g.typ)
-			return m, nil
+			return m.openGroup(g), nil
 		}
 		a := m.selectedActivity()
 		if a == nil {
@@ -270,17 +302,5 @@ func (m Model) redriveAll() Model {
 	for i := 0; i < set.Len(); i++ {
 		refs = append(refs, refOf(set.At(i)))
 	}
-	what := "every dead letter"
-	if t := m.st.dead.filter.text; t != "" {
-		what = fmt.Sprintf("every dead letter matching %q", t)
-	}
-	return m.askRedrive(refs, what, true)
-}
-
-func (m Model) askGroup(g *failureGroup) Model {
-	refs := make([]ref, 0, g.count())
-	for i := 0; i < g.members.Len(); i++ {
-		refs = append(refs, refOf(g.members.At(i)))
-	}
-	return m.askRedrive(refs, "every dead letter failing with "+g.typ, true)
+	return m.askSelection(refs, m.st.dead.filter.sel)
 }

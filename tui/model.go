@@ -158,6 +158,8 @@ type Model struct {
 	grouped   bool
 	groupList list
 	filtering bool
+	// filterErr is why the words typed in the filter bar do not read.
+	filterErr string
 
 	detail   detail
 	timeline timeline
@@ -211,10 +213,12 @@ func New(p Params) Model {
 	h.Styles.FullSeparator = styles.Help
 	in := textinput.New()
 	in.Prompt = "/"
-	in.Placeholder = "wf:ID type:NAME fail:TYPE or any text"
+	in.Placeholder = "type:Timeout act:ChargeCard wf:order-* state:retrying attempt>=3 nopoller, or text"
 	in.PromptStyle = styles.Filter
 	in.Cursor.SetMode(cursor.CursorStatic) // no blinking: views are reproducible
 	start := p.ClockFunc()
+	st := newState()
+	st.now = start
 	return Model{
 		now:    start,
 		clk:    clock{local: start},
@@ -225,7 +229,7 @@ func New(p Params) Model {
 		input:  in,
 		width:  80,
 		height: 24,
-		st:     newState(),
+		st:     st,
 		audit:  newAuditLog(),
 		ops:    newOpLog(),
 		after:  tick,

@@ -110,14 +110,14 @@ func (s *state) deriveWorkflowTask(w *durablev1.WorkflowInfo) {
 	if !ok || !wait.NoPoller {
 		if old != nil {
 			delete(s.wfTasks.rows, id)
-			s.attempts.put(key, old, nil)
+			s.attempts.put(key, old, nil, s.now)
 		}
 		return
 	}
 	if from := wait.Since.Add(noWorkerAfter); !s.attempts.home.now.After(from) {
 		if old != nil {
 			delete(s.wfTasks.rows, id)
-			s.attempts.put(key, old, nil)
+			s.attempts.put(key, old, nil, s.now)
 		}
 		heap.Push(&s.wfTasks.soon, promotion{at: from, key: id})
 		return
@@ -127,7 +127,7 @@ func (s *state) deriveWorkflowTask(w *durablev1.WorkflowInfo) {
 	}
 	row := workflowTaskRow(w)
 	s.wfTasks.rows[id] = row
-	s.attempts.put(key, old, row)
+	s.attempts.put(key, old, row, s.now)
 }
 
 // advanceWorkflowTasks shows the rows whose wait passed the grace by now.
@@ -144,7 +144,7 @@ func (s *state) advanceWorkflowTasks(now time.Time) {
 // replaced (a snapshot).
 func (s *state) reloadWorkflowTasks() {
 	for id, row := range s.wfTasks.rows {
-		s.attempts.put(activityKey(id, ""), row, nil)
+		s.attempts.put(activityKey(id, ""), row, nil, s.now)
 	}
 	s.wfTasks = newStalledWorkflowTasks()
 	for _, w := range s.wfs {

@@ -48,7 +48,7 @@ func TestRedriveKeypress(t *testing.T) {
 		{name: "ReasonLineTakesYAsText", keys: []string{"2", "r", "e", "y", "esc"}},
 		{name: "BulkRThenYIsOneCallWithEveryLetterShown", keys: []string{"2", "R", "y"},
 			bulk: []bulkCall{{refs: newestFirst, perSecond: 1000}}},
-		{name: "BulkOverTheFilter", keys: []string{"2", "/", "g", "a", "t", "e", "enter", "R", "y"},
+		{name: "BulkOverTheFilter", keys: []string{"2", "/", "type:GatewayTimeout", "enter", "R", "y"},
 			bulk: []bulkCall{{refs: []ref{{"order-0991", "1"}, {"order-0990", "1"}}, perSecond: 1000}}},
 		{name: "BulkOverTheGroup", keys: []string{"2", "g", "j", "R", "y"},
 			bulk: []bulkCall{{refs: []ref{{"order-0995", "2"}}, perSecond: 1000}}},

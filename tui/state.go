@@ -84,7 +84,7 @@ func groupKey(a *durablev1.PendingActivity) string {
 	if t := a.GetLastFailure().GetType(); t != "" {
 		return t
 	}
-	return "(no failure type)"
+	return noFailureType
 }
 
 // activityList is one view's filtered, ordered activities.
@@ -112,19 +112,19 @@ func newActivityList(onlyDead bool, f filter) *activityList {
 	return l
 }
 
-func (l *activityList) wants(a *durablev1.PendingActivity) bool {
+func (l *activityList) wants(a *durablev1.PendingActivity, now time.Time) bool {
 	if l.onlyDead && a.GetState() != durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED {
 		return false
 	}
 	if l.home.hideDead && isDead(a) {
 		return false
 	}
-	return l.filter.matchActivity(a)
+	return l.filter.matchActivity(a, now)
 }
 
 // put applies the new version of an activity (nil: it is gone) and reports
 // whether the group order needs sorting.
-func (l *activityList) put(key string, old, a *durablev1.PendingActivity) bool {
+func (l *activityList) put(key string, old, a *durablev1.PendingActivity, now time.Time) bool {
 	regroup := false
 	if old != nil {
 		gone, ok := l.set.Remove(key)
@@ -142,7 +142,7 @@ func (l *activityList) put(key string, old, a *durablev1.PendingActivity) bool {
 			}
 		}
 	}
-	if a != nil && l.wants(a) {
+	if a != nil && l.wants(a, now) {
 		if l.home.rank != nil {
 			l.home.place(key, a)
 		}
@@ -184,6 +184,9 @@ type state struct {
 	workflows *sortedSet[*durablev1.WorkflowInfo]
 	wfFilter  filter
 	deadTotal int // dead letters whatever the filter, for the header
+	// now is the console's clock, for filters that depend on the time
+	// (nopoller).
+	now time.Time
 	// overrides are the policy overrides in force, for the detail view to
 	// say who set a field and why; few, so a slice.
 	overrides []*durablev1.PolicyOverride
@@ -235,8 +238,8 @@ func (s *state) upsertActivities(acts []*durablev1.PendingActivity) {
 		old := s.acts[k]
 		s.acts[k] = a
 		s.countDead(old, a)
-		s.attempts.put(k, old, a)
-		if s.dead.put(k, old, a) {
+		s.attempts.put(k, old, a, s.now)
+		if s.dead.put(k, old, a, s.now) {
 			regroup = true
 		}
 	}
@@ -255,8 +258,8 @@ func (s *state) removeActivities(refs []*durablev1.ActivityRef) {
 		}
 		delete(s.acts, k)
 		s.countDead(old, nil)
-		s.attempts.put(k, old, nil)
-		if s.dead.put(k, old, nil) {
+		s.attempts.put(k, old, nil, s.now)
+		if s.dead.put(k, old, nil, s.now) {
 			regroup = true
 		}
 	}
@@ -310,13 +313,13 @@ func (s *state) upsertWorkflows(wfs []*durablev1.WorkflowInfo) {
 
 // load fills the list from every activity in one sort per set: the one O(n)
 // step, taken for a snapshot or when the user changes the filter.
-func (l *activityList) load(acts map[string]*durablev1.PendingActivity) {
+func (l *activityList) load(acts map[string]*durablev1.PendingActivity, now time.Time) {
 	var ids []string
 	var items []*durablev1.PendingActivity
 	byGroup := map[string][]string{}
 	groupItems := map[string][]*durablev1.PendingActivity{}
 	for k, a := range acts {
-		if !l.wants(a) {
+		if !l.wants(a, now) {
 			continue
 		}
 		ids = append(ids, k)
@@ -352,13 +355,13 @@ func (s *state) refilterActivities(dead bool, f filter) {
 	if !dead && s.attempts != nil {
 		l.home.key, l.home.hideDead, l.home.now = s.attempts.home.key, s.attempts.home.hideDead, s.attempts.home.now
 	}
-	l.load(s.acts)
+	l.load(s.acts, s.now)
 	if dead {
 		s.dead = l
 		return
 	}
 	for id, row := range s.wfTasks.rows {
-		l.put(activityKey(id, ""), nil, row)
+		l.put(activityKey(id, ""), nil, row, s.now)
 	}
 	s.attempts = l
 }

@@ -30,6 +30,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m = m.sawTime(msg.now).expireFlash()
 		sel := m.selectedKeys()
 		m.st.advance(m.now)
+		m = m.clockMoved()
 		m = m.followSelection(sel).clampAll()
 		return m, tickCmd(m.tickInterval(), m.p.ClockFunc)
 	case streamOpenedMsg:

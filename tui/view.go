@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -83,6 +82,7 @@ func (m Model) helpView() string {
 	if m.writesBlocked() != "" {
 		keys = keys.withoutWrites(km.writes())
 	}
+	out := ""
 	if !m.conn.live && m.conn.failures > 0 {
 		// ctrl+r leads the help bar when it fits beside the rest (the
 		// banner above says it in any case), and the full help lists it
@@ -91,10 +91,16 @@ func (m Model) helpView() string {
 		with := keys
 		with.short = append([]key.Binding{km.Reconnect}, keys.short...)
 		if v := m.help.View(with); m.help.ShowAll || !strings.HasSuffix(ansi.Strip(v), "…") {
-			return v
+			out = v
 		}
 	}
-	return m.help.View(keys)
+	if out == "" {
+		out = m.help.View(keys)
+	}
+	if m.help.ShowAll && m.screen <= screenWorkflows {
+		out += "\n\n" + m.selectionHelp()
+	}
+	return out
 }
 
 // statusOp is the running operation the status line follows: the newest one
@@ -193,7 +199,7 @@ func (m Model) statusView() string {
 	var s string
 	switch {
 	case m.filtering:
-		s = m.input.View()
+		return m.filterBarView()
 	case m.flash.refused && m.writesBlocked() != "":
 		// Why the key just pressed did nothing, as things stand now.
 		return m.twoLines(m.writesBlocked(), st.Warning)
@@ -222,7 +228,7 @@ func (m Model) statusView() string {
 	case m.followed() != nil:
 		s = st.Progress.Render(m.opProgressLine(m.followed()))
 	case m.filterText() != "":
-		s = st.Filter.Render(fmt.Sprintf("filter /%s — %s shown · esc clears", m.filterText(), thousands(m.listLen(m.screen))))
+		s = st.Filter.Render(m.filterLine())
 	case !m.conn.synced:
 		s = st.Muted.Render("waiting for the daemon's snapshot…")
 	case m.statusOp() != nil:

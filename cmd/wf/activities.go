@@ -11,8 +11,9 @@ import (
 )
 
 const activitiesUsage = `
-Usage: wf activities [--state S] [--min-attempt N] [--failure-type T]
-                     [--fingerprint F] [--activity-type A] [--task-queue Q]
+Usage: wf activities [--select WORDS] [--state S] [--min-attempt N]
+                     [--failure-type T] [--fingerprint F] [--activity-type A]
+                     [--task-queue Q]
 
 Lists pending activities across every workflow: the ones retrying, running,
 waiting for a worker or dead-lettered, with their attempt n/max, when the
@@ -25,12 +26,16 @@ States: scheduled (waiting for a worker), running (leased to one), retrying
 (the last attempt failed, the next is due later), dead-lettered.
 
 Activities come grouped by state, then type, then workflow. --fingerprint
-takes the first column of 'wf dlq list --group'.
+takes the first column of 'wf dlq list --group'. --select takes the words
+of the console's filter; each flag is the same as its word.
 
+` + selectionHelp + `
 Examples:
   wf activities --state retrying --min-attempt 3
   wf activities --state running --activity-type ChargeCard
   wf activities --failure-type StartToCloseTimeout --task-queue payments
+  wf activities --select 'state:retrying attempt>=3 wf:order-*'
+  wf activities --select 'queue:payments nopoller'
   wf activities --state retrying --json | jq -r '.activities[].workflowId' | sort -u
 `
 
@@ -53,13 +58,15 @@ type activitiesDoc struct {
 
 func (c *cli) activities(args []string) int {
 	fs := c.flagSet("activities", activitiesUsage)
-	stateName := fs.String("state", "", "only activities in this state: scheduled, running, retrying or dead-lettered")
-	minAttempt := fs.Int("min-attempt", 0, "only activities at this attempt or later")
-	var f client.ActivityFilter
-	fs.StringVar(&f.FailureType, "failure-type", "", "only activities whose last failure has this type")
-	fs.StringVar(&f.FailureFingerprint, "fingerprint", "", "only activities whose last failure has this fingerprint (see wf dlq list --group)")
-	fs.StringVar(&f.ActivityType, "activity-type", "", "only activities of this type")
-	fs.StringVar(&f.TaskQueue, "task-queue", "", "only activities of this task queue")
+	stateName := fs.String("state", "", "only activities in this state: scheduled, running, retrying or dead-lettered (the word state:S)")
+	flags := registerSelection(fs,
+		map[string]string{"failure-type": "type", "fingerprint": "fp", "activity-type": "act", "task-queue": "queue"},
+		map[string]string{
+			"failure-type":  "only activities whose last failure has exactly this type (type:T)",
+			"fingerprint":   "only activities whose last failure has this fingerprint, from wf dlq list --group (fp:F)",
+			"activity-type": "only activities of this type (act:A)",
+			"task-queue":    "only activities of this task queue (queue:Q)",
+		}, false, true)
 	pos, code := c.parse(fs, "activities", args)
 	if code >= 0 {
 		return code
@@ -71,16 +78,24 @@ func (c *cli) activities(args []string) int {
 	if !ok {
 		return c.usageError("activities", fmt.Sprintf("--state %q: want scheduled, running, retrying or dead-lettered", *stateName))
 	}
-	if *minAttempt < 0 || *minAttempt > 10000 {
+	if flags.minAttempt < 0 || flags.minAttempt > 10000 {
 		return c.usageError("activities", "--min-attempt must be in [0, 10000]")
 	}
-	f.State, f.MinAttempt = st, int32(*minAttempt)
+	sel, err := flags.selection()
+	if err == nil && st != durablev1.ActivityState_ACTIVITY_STATE_UNSPECIFIED {
+		if err = sel.AddWord("state:" + client.StateWord(st)); err != nil {
+			err = fmt.Errorf("--state %s and --select disagree", *stateName)
+		}
+	}
+	if err != nil {
+		return c.usageError("activities", err.Error())
+	}
 	ctx, cl, done, code := c.connect(false)
 	if code >= 0 {
 		return code
 	}
 	defer done()
-	acts, err := cl.ListActivities(ctx, f)
+	acts, err := cl.SelectActivities(ctx, sel)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -49,7 +49,7 @@ func TestAuditOutput(t *testing.T) {
 		t.Parallel()
 		r := wf(t, "--addr", addr, "audit").wantCode(t, exitOK)
 		mustContain(t, r.stdout, "ID", "TIME", "PRINCIPAL", "ROLE", "ACTION", "COUNT", "SELECTION", "REASON",
-			"local", "operator", "redrive", "bulk redrive", "audit-1/1", "workflow=audit-2", "1/1",
+			"local", "operator", "redrive", "bulk redrive", "audit-1/1", "wf:audit-2", "1/1",
 			"INC-9: card API back", "INC-9 the rest", "2 audit records")
 		if !regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(3h0\dm ago\)`).MatchString(r.stdout) {
 			t.Errorf("no UTC time with its age of three hours:\n%s", r.stdout)
@@ -139,11 +139,11 @@ func TestAuditCells(t *testing.T) {
 			"bulk redrive", "500/500", "all"},
 		{"BulkFiltered", &durablev1.AuditRecord{Rpc: "RedriveDeadLetters", Matched: 9, Count: 4,
 			Filter: &durablev1.DeadLetterFilter{WorkflowId: "w", ActivityType: "ChargeCard", FailureType: "Timeout"}},
-			"bulk redrive", "4/9 unfinished", "workflow=w activity-type=ChargeCard failure-type=Timeout"},
+			"bulk redrive", "4/9 unfinished", "type:Timeout act:ChargeCard wf:w"},
 		{"BulkListed", &durablev1.AuditRecord{Rpc: "RedriveDeadLetters", Matched: 3, Count: 3, Done: true, Activities: []*durablev1.ActivityRef{ref("a", "1"), ref("b", "1"), ref("c", "2")}},
 			"bulk redrive", "3/3", "list of 3: a/1, …"},
 		{"Operation", &durablev1.AuditRecord{Rpc: "RedriveDeadLetters", OperationId: "op-3", Filter: &durablev1.DeadLetterFilter{FailureFingerprint: "Timeout: after <n>s"}, Matched: 300, Count: 120},
-			"bulk redrive op-3", "120/300 unfinished", "fingerprint=Timeout: after <n>s"},
+			"bulk redrive op-3", "120/300 unfinished", `fp:"Timeout: after <n>s"`},
 		{"Cancel", &durablev1.AuditRecord{Rpc: "CancelOperation", OperationId: "op-3", Filter: &durablev1.DeadLetterFilter{}, Matched: 300, Count: 180, Done: true},
 			"cancel op-3", "kept 180/300", "all"},
 		{"Unknown", &durablev1.AuditRecord{Rpc: "CancelWorkflow", Matched: 1, Count: 1, Done: true},
@@ -181,7 +181,7 @@ func TestPrintEvent_AuditRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustContain(t, b.String(), "upsert", "audit #50 ops (operator) bulk redrive 2/6 unfinished failure-type=Timeout reason: INC-4")
+	mustContain(t, b.String(), "upsert", "audit #50 ops (operator) bulk redrive 2/6 unfinished type:Timeout reason: INC-4")
 }
 
 func TestPrintEvent_Operation(t *testing.T) {
@@ -195,7 +195,7 @@ func TestPrintEvent_Operation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustContain(t, b.String(), "upsert", "operation op-3 running 120/300 released · 2 skipped · 1 dead again failure-type=Timeout")
+	mustContain(t, b.String(), "upsert", "operation op-3 running 120/300 released · 2 skipped · 1 dead again type:Timeout")
 }
 
 func TestPrintEvent_Writes(t *testing.T) {

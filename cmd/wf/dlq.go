@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -48,16 +47,24 @@ addresses, hex and quoted values replaced by placeholders), with a count, the
 first and last time one was dead-lettered and an example. --fingerprint F
 then selects one group, to list or to redrive.
 
+A selection means the same here, in 'wf activities' and in the console:
+type:Timeout selects exactly the letters that failed with Timeout, never
+HeartbeatTimeout. When it has words the daemon's filter has no field for
+(wf:PREFIX*, queue:, attempt>=, free text), wf selects the letters itself
+and a redrive sends exactly those, by name.
+
 Filters (both subcommands):
-  --workflow ID          only this workflow
-  --activity-type T      only activities of this type
-  --failure-type T       only letters whose last failure has this type
+  --select WORDS         selection words, as in the console: 'type:Timeout attempt>=3'
+  --workflow ID          only this workflow (wf:ID)
+  --activity-type T      only activities of this type (act:T)
+  --failure-type T       only letters whose last failure has exactly this type (type:T)
   --fingerprint F        only letters whose last failure has this fingerprint
-                         (the first column of --group)
+                         (the first column of --group) (fp:F)
   --dead-after WHEN      only letters dead-lettered at or after WHEN: a span
                          back from now (90m, 24h, 7d) or an RFC 3339 time
   --dead-before WHEN     only letters dead-lettered before WHEN
 
+` + selectionHelp + `
 Edit flags (both forms of redrive):
   --initial DUR  --backoff F  --max-interval DUR  --max-attempts N
   --non-retryable T,...  --start-to-close DUR  --heartbeat-timeout DUR
@@ -72,6 +79,8 @@ Examples:
   wf dlq redrive order-42 3 --reason "INC-1234: card limit raised"
   wf dlq redrive order-42 3 --start-to-close 2m --reason "INC-1234: slow API"
   wf dlq redrive --all --failure-type Timeout --dry-run
+  wf dlq redrive --all --select 'type:Timeout wf:order-*' --dry-run
+  wf dlq list --select 'act:ChargeCard queue:payments attempt>=3'
   wf dlq redrive --all --failure-type Timeout --rate 20 --reason "INC-1234: card API back"
   wf dlq redrive --all --dead-after 2h --max-attempts 10 --reason "INC-1234" --wait
   wf ops list
@@ -94,30 +103,22 @@ func (c *cli) dlq(args []string) int {
 	return c.usageError("dlq", fmt.Sprintf("unknown subcommand %q: want list or redrive", args[0]))
 }
 
-// filterFlags registers the dead-letter filters on fs.
-func filterFlags(fs *flag.FlagSet) *client.DeadLetterFilter {
-	f := &client.DeadLetterFilter{}
-	fs.StringVar(&f.WorkflowID, "workflow", "", "only dead letters of this workflow")
-	fs.StringVar(&f.ActivityType, "activity-type", "", "only dead letters of this activity type")
-	fs.StringVar(&f.FailureType, "failure-type", "", "only dead letters whose last failure has this type")
-	fs.StringVar(&f.FailureFingerprint, "fingerprint", "", "only dead letters whose last failure has this fingerprint (see dlq list --group)")
-	fs.Var(instantFlag{&f.DeadLetteredAfter}, "dead-after", "only dead letters dead-lettered at or after this `time`: a span back from now (90m, 24h, 7d) or an RFC 3339 time")
-	fs.Var(instantFlag{&f.DeadLetteredBefore}, "dead-before", "only dead letters dead-lettered before this `time` (as --dead-after)")
-	return f
-}
-
-// checkFilter reports a filter the daemon would refuse, as a usage error of
-// cmd; -1 when it is fine.
-func (c *cli) checkFilter(cmd string, f *client.DeadLetterFilter) int {
-	if !f.DeadLetteredAfter.IsZero() && !f.DeadLetteredBefore.IsZero() && !f.DeadLetteredBefore.After(f.DeadLetteredAfter) {
-		return c.usageError(cmd, "--dead-before must be later than --dead-after")
+// dlqSelectionOf reads the selection of a dlq command, or reports a usage
+// error of cmd (-1 when it is fine).
+func (c *cli) dlqSelectionOf(cmd string, f *selectionFlags) (client.Selection, int) {
+	sel, err := f.selection()
+	if err == nil {
+		err = sel.ForDeadLetters()
 	}
-	return -1
+	if err != nil {
+		return client.Selection{}, c.usageError(cmd, err.Error())
+	}
+	return sel, -1
 }
 
 func (c *cli) dlqList(args []string) int {
 	fs := c.flagSet("dlq list", dlqUsage)
-	filter := filterFlags(fs)
+	flags := dlqSelection(fs)
 	group := fs.Bool("group", false, "one line per failure fingerprint: count, type, normalised message, first and last dead-lettered, an example")
 	pos, code := c.parse(fs, "dlq list", args)
 	if code >= 0 {
@@ -126,7 +127,8 @@ func (c *cli) dlqList(args []string) int {
 	if len(pos) != 0 {
 		return c.usageError("dlq list", fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
-	if code := c.checkFilter("dlq list", filter); code >= 0 {
+	sel, code := c.dlqSelectionOf("dlq list", flags)
+	if code >= 0 {
 		return code
 	}
 	ctx, cl, done, code := c.connect(false)
@@ -134,7 +136,7 @@ func (c *cli) dlqList(args []string) int {
 		return code
 	}
 	defer done()
-	letters, err := cl.ListDeadLetters(ctx, *filter)
+	letters, err := cl.SelectDeadLetters(ctx, sel)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -149,7 +151,11 @@ func (c *cli) dlqList(args []string) int {
 		return c.done(printJSON(c.stdout, doc))
 	}
 	if len(letters) == 0 {
-		fmt.Fprintln(c.stdout, "No dead letters.")
+		if sel.IsZero() {
+			fmt.Fprintln(c.stdout, "No dead letters.")
+		} else {
+			fmt.Fprintf(c.stdout, "No dead letters match %s.\n", sel)
+		}
 		return exitOK
 	}
 	printLetters(c.stdout, letters, time.Now())

@@ -50,12 +50,12 @@ func TestRedriveAll(t *testing.T) {
 	// A filter that matches nothing starts an operation that is done at
 	// once, and says so.
 	r := wf(t, "--addr", addr, "dlq", "redrive", "--all", "--failure-type", "Other").wantCode(t, exitOK)
-	mustContain(t, r.stdout, "No dead letters match failure-type=Other; nothing to redrive (op-1 completed at once · audit #")
+	mustContain(t, r.stdout, "No dead letters match type:Other; nothing to redrive (op-1 completed at once · audit #")
 
 	// A dry run lists what would go and how long the rate would take.
 	r = wf(t, "--addr", addr, "dlq", "redrive", "--all", "--activity-type", "ChargeCard", "--dry-run", "--rate", "2").wantCode(t, exitOK)
 	mustContain(t, r.stdout, "WORKFLOW", "all-0", "all-3", "Boom: card processor said 503",
-		"would redrive 4 dead letters (activity-type=ChargeCard) at 2/s: about 1.5s; nothing started")
+		"would redrive 4 dead letters (act:ChargeCard) at 2/s: about 1.5s; nothing started")
 	var dry dryRunDoc
 	r = wf(t, "--addr", addr, "--json", "dlq", "redrive", "--all", "--dry-run", "--max-attempts", "3").wantCode(t, exitOK)
 	if err := json.Unmarshal([]byte(r.stdout), &dry); err != nil {
@@ -69,7 +69,7 @@ func TestRedriveAll(t *testing.T) {
 
 	// Without --wait, wf says what it started and returns.
 	r = wf(t, "--addr", addr, "dlq", "redrive", "--all", "--workflow", "all-0", "--reason", "INC-3", "--max-attempts", "3").wantCode(t, exitOK)
-	mustContain(t, r.stdout, "started op-2: redriving 1 dead letter (workflow=all-0) at 50/s, with max-attempts=3, at once · audit #",
+	mustContain(t, r.stdout, "started op-2: redriving 1 dead letter (wf:all-0) at 50/s, with max-attempts=3, at once · audit #",
 		"follow it: wf ops describe op-2 · stop it: wf ops cancel op-2")
 	done, err := c.WaitOperation(context.Background(), "op-2", nil)
 	if err != nil || done.GetReleased() != 1 {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -205,23 +206,10 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// filterText writes a dead-letter filter the way wf's flags spell it, or
-// "all" when it selects every letter.
+// filterText writes a dead-letter filter in the selection words of
+// --select and the console, or "all" when it selects every letter.
 func filterText(f *durablev1.DeadLetterFilter) string {
-	var parts []string
-	for _, p := range [][2]string{
-		{"workflow", f.GetWorkflowId()}, {"activity-type", f.GetActivityType()}, {"failure-type", f.GetFailureType()},
-		{"fingerprint", f.GetFailureFingerprint()},
-		{"dead-after", instantText(f.GetDeadLetteredAfter())}, {"dead-before", instantText(f.GetDeadLetteredBefore())},
-	} {
-		if p[1] != "" {
-			parts = append(parts, p[0]+"="+activity.EscapeID(p[1]))
-		}
-	}
-	if len(parts) == 0 {
-		return "all"
-	}
-	return strings.Join(parts, " ")
+	return selectionText(client.SelectionOfFilter(f))
 }
 
 // instantText is an RFC 3339 time in UTC, empty when unset.

@@ -55,7 +55,7 @@ type dryRunDoc struct {
 
 // redriveArgs is what dlq redrive was asked to do.
 type redriveArgs struct {
-	filter client.DeadLetterFilter
+	sel    client.Selection
 	rate   float64
 	reason string
 	edit   *durablev1.OptionsPatch
@@ -75,7 +75,7 @@ func (a redriveArgs) rateOrDefault() float64 {
 
 func (c *cli) dlqRedrive(args []string) int {
 	fs := c.flagSet("dlq redrive", dlqUsage)
-	filter := filterFlags(fs)
+	flags := dlqSelection(fs)
 	edits := registerPatchFlags(fs)
 	all := fs.Bool("all", false, "start a redrive operation on every dead letter that matches the filters")
 	rate := fs.Float64("rate", 0, "with --all: letters released per second (default: the daemon's, 50)")
@@ -88,7 +88,8 @@ func (c *cli) dlqRedrive(args []string) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if code := c.checkFilter("dlq redrive", filter); code >= 0 {
+	sel, code := c.dlqSelectionOf("dlq redrive", flags)
+	if code >= 0 {
 		return code
 	}
 	edit, err := edits.patch()
@@ -100,7 +101,7 @@ func (c *cli) dlqRedrive(args []string) int {
 		return c.usageError("dlq redrive", "give either WORKFLOW_ID ACTIVITY_ID or --all, not both")
 	case !*all && len(pos) != 2:
 		return c.usageError("dlq redrive", "want WORKFLOW_ID ACTIVITY_ID, or --all [filters]")
-	case !*all && !filter.IsZero():
+	case !*all && !sel.IsZero():
 		return c.usageError("dlq redrive", "filters only apply with --all")
 	case !*all && set["rate"]:
 		return c.usageError("dlq redrive", "--rate only applies with --all")
@@ -111,7 +112,7 @@ func (c *cli) dlqRedrive(args []string) int {
 	case set["rate"] && !(*rate > 0 && *rate <= maxRate):
 		return c.usageError("dlq redrive", fmt.Sprintf("--rate must be more than 0 and at most %d letters per second", maxRate))
 	}
-	a := redriveArgs{filter: *filter, rate: *rate, reason: *reason, edit: edit}
+	a := redriveArgs{sel: sel, rate: *rate, reason: *reason, edit: edit}
 	switch {
 	case *dryRun:
 		return c.redriveDryRun(a)
@@ -176,7 +177,7 @@ func (c *cli) redriveDryRun(a redriveArgs) int {
 		return code
 	}
 	defer done()
-	resp, err := cl.RedriveDryRun(ctx, a.filter, a.options()...)
+	resp, err := cl.RedriveSelectionDryRun(ctx, a.sel, a.options()...)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -189,7 +190,7 @@ func (c *cli) redriveDryRun(a redriveArgs) int {
 		}
 		return c.done(printJSON(c.stdout, doc))
 	}
-	sel := filterText(a.filter.Proto())
+	sel := selectionText(a.sel)
 	if resp.GetMatched() == 0 {
 		if sel == "all" {
 			fmt.Fprintln(c.stdout, "No dead letters; nothing would be redriven.")
@@ -221,12 +222,21 @@ func (c *cli) redriveAll(a redriveArgs, wait bool) int {
 		return code
 	}
 	defer done()
-	op, err := cl.RedriveAll(ctx, a.filter, a.options()...)
+	op, err := cl.RedriveSelection(ctx, a.sel, a.options()...)
+	if errors.Is(err, client.ErrNoneSelected) {
+		// Selected here (words the daemon has no field for): nothing
+		// was started.
+		if c.g.json {
+			return c.done(printProto(c.stdout, &durablev1.Operation{}))
+		}
+		fmt.Fprintf(c.stdout, "No dead letters match %s; nothing to redrive, nothing started\n", selectionText(a.sel))
+		return exitOK
+	}
 	if err != nil {
 		return c.fail(err)
 	}
 	if !c.g.json {
-		printStarted(c.stdout, op)
+		printStarted(c.stdout, op, a.sel)
 	}
 	if !wait {
 		if c.g.json {
@@ -266,9 +276,13 @@ func (c *cli) redriveAll(a redriveArgs, wait bool) int {
 	return exitOK
 }
 
-// printStarted says what an operation that just started will do.
-func printStarted(w io.Writer, op *durablev1.Operation) {
-	sel := opSelection(op)
+// printStarted says what an operation that just started will do, naming
+// the selection in its canonical words.
+func printStarted(w io.Writer, op *durablev1.Operation, s client.Selection) {
+	sel := selectionText(s)
+	if op.GetListed() {
+		sel += ", sent by name"
+	}
 	if op.GetMatched() == 0 {
 		none := "No dead letters"
 		if sel != "all" {

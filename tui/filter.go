@@ -43,8 +43,17 @@ func (f filter) empty() bool { return f.sel.IsZero() }
 // canonical is the filter in the words the daemon and wf read it by.
 func (f filter) canonical() string { return f.sel.String() }
 
-func (f filter) matchActivity(a *durablev1.PendingActivity, now time.Time) bool {
-	return f.sel.MatchesAt(a, now)
+// matchActivity reports whether a passes the filter at now. With the
+// daemon's task queues known, nopoller is the daemon's rule (due, and no
+// worker polls its queue), as wf applies it; without them, due for more than
+// client.NoPollerAfter and not taken. A stalled workflow-task row has a row
+// only because nobody polls its queue for workflow tasks, which the rule for
+// activities would not see: it keeps the rule of the time.
+func (f filter) matchActivity(a *durablev1.PendingActivity, now time.Time, q *queues) bool {
+	if q == nil || !q.known || isWorkflowTask(a) {
+		return f.sel.MatchesAt(a, now)
+	}
+	return f.sel.MatchesOnQueues(a, now, q.list)
 }
 
 func (f filter) matchWorkflow(w *durablev1.WorkflowInfo) bool {

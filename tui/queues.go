@@ -15,6 +15,9 @@ import (
 // ready work and no poller first, then by name.
 type queues struct {
 	list []*durablev1.TaskQueue
+	// known: the daemon sent a list (one that does not report its queues
+	// never does), so that nopoller can follow its rule.
+	known bool
 	// open is the queue whose pollers and leases are shown, by name.
 	open   string
 	scroll int
@@ -22,7 +25,7 @@ type queues struct {
 
 // set replaces the list.
 func (q *queues) set(list []*durablev1.TaskQueue) {
-	q.list = slices.Clone(list)
+	q.list, q.known = slices.Clone(list), true
 	slices.SortStableFunc(q.list, func(a, b *durablev1.TaskQueue) int {
 		if a.GetStalled() != b.GetStalled() {
 			if a.GetStalled() {
@@ -83,6 +86,10 @@ func workflowTaskRow(w *durablev1.WorkflowInfo) *durablev1.PendingActivity {
 // workflow's row.
 func (s *state) putQueues(list []*durablev1.TaskQueue) {
 	s.queues.set(list)
+	if s.attempts.filter.sel.NoPoller {
+		// Whether a due activity has a poller is the queue list's to say.
+		s.refilterActivities(false, s.attempts.filter)
+	}
 	for _, w := range s.wfTasks.waiting {
 		s.deriveWorkflowTask(w)
 	}

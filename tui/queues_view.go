@@ -285,5 +285,8 @@ func (m Model) putQueues(list []*durablev1.TaskQueue) Model {
 			l.cursor = i
 		}
 	}
+	if m.st.attempts.filter.sel.NoPoller {
+		return m.clamp(screenAttempts)
+	}
 	return m
 }

@@ -9,6 +9,8 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/teatest"
+
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -110,5 +112,40 @@ func TestNoPollerFilterFollowsTheClock(t *testing.T) {
 	next, _ := m.Update(tickMsg{now: t0.Add(2 * time.Second)})
 	if n := next.(Model).listLen(screenAttempts); n != 2 {
 		t.Fatalf("nopoller 2s later shows %d, want 2", n)
+	}
+}
+
+// TestNoPollerFilterFollowsTheDaemonsQueues: once the daemon has sent its
+// task queues, nopoller is its rule, as in wf: a due activity on a queue
+// with a parked poller is not selected, one on a queue nobody polls is, and
+// a poller arriving takes it out. Without the list it is the wait rule.
+func TestNoPollerFilterFollowsTheDaemonsQueues(t *testing.T) {
+	t.Parallel()
+	polled := act("order-3000", "1", "ChargeCard", stScheduled, 1, 5)
+	unpolled := act("order-3001", "1", "ChargeCard", stScheduled, 1, 5)
+	unpolled.TaskQueue = "orders-eu"
+	for _, a := range []*durablev1.PendingActivity{polled, unpolled} {
+		a.ScheduledTime, a.NextAttemptTime = at(-time.Second), at(-time.Second)
+	}
+	acts := []*durablev1.PendingActivity{polled, unpolled}
+
+	without := feed(setup(t, &fakeBackend{}, Params{}), snapshot(acts, nil)...).setFilter("nopoller")
+	if n := without.listLen(screenAttempts); n != 0 {
+		t.Fatalf("without the queue list nopoller shows %d, want none due for more than %v", n, client.NoPollerAfter)
+	}
+
+	evs := snapshot(acts, nil)
+	evs[1].TaskQueues = fixtureQueues()
+	m := feed(setup(t, &fakeBackend{}, Params{}), evs...).setFilter("nopoller")
+	if rows := homeRows(m); len(rows) != 1 || rows[0] != "order-3001/1" {
+		t.Fatalf("nopoller shows %v, want only the activity on the queue nobody polls", rows)
+	}
+
+	queues := fixtureQueues().GetTaskQueues()
+	queues[2].Pollers = []*durablev1.Poller{{Identity: "worker-c", Kind: durablev1.TaskKind_TASK_KIND_ACTIVITY,
+		LastPollTime: at(0), Parked: true}}
+	m = feed(m, queueUpsert(queues...))
+	if rows := homeRows(m); len(rows) != 0 {
+		t.Fatalf("after a poller came nopoller shows %v, want none", rows)
 	}
 }

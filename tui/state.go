@@ -98,10 +98,12 @@ type activityList struct {
 	// The home view only: its order, whether it leaves dead letters to
 	// their own screen, and the urgency each row was placed with.
 	home homeOrder
+	// queues are the daemon's task queues, for the nopoller word.
+	queues *queues
 }
 
-func newActivityList(onlyDead bool, f filter) *activityList {
-	l := &activityList{filter: f, onlyDead: onlyDead}
+func newActivityList(onlyDead bool, f filter, q *queues) *activityList {
+	l := &activityList{filter: f, onlyDead: onlyDead, queues: q}
 	if onlyDead {
 		l.set = newSortedSet(deadLess)
 		l.groups = make(map[string]*failureGroup)
@@ -119,7 +121,7 @@ func (l *activityList) wants(a *durablev1.PendingActivity, now time.Time) bool {
 	if l.home.hideDead && isDead(a) {
 		return false
 	}
-	return l.filter.matchActivity(a, now)
+	return l.filter.matchActivity(a, now, l.queues)
 }
 
 // put applies the new version of an activity (nil: it is gone) and reports
@@ -219,14 +221,15 @@ func (s *state) countDead(old, a *durablev1.PendingActivity) {
 }
 
 func newState() *state {
-	return &state{
+	s := &state{
 		acts:      make(map[string]*durablev1.PendingActivity),
 		wfs:       make(map[string]*durablev1.WorkflowInfo),
-		attempts:  newActivityList(false, filter{}),
-		dead:      newActivityList(true, filter{}),
 		workflows: newSortedSet(workflowLess),
 		wfTasks:   newStalledWorkflowTasks(),
 	}
+	s.attempts = newActivityList(false, filter{}, &s.queues)
+	s.dead = newActivityList(true, filter{}, &s.queues)
+	return s
 }
 
 // upsertActivities stores changed activities; each costs O(log n) plus a
@@ -351,7 +354,7 @@ func (l *activityList) load(acts map[string]*durablev1.PendingActivity, now time
 // refilterActivities rebuilds a list for a new filter, keeping the home
 // view's order and clock.
 func (s *state) refilterActivities(dead bool, f filter) {
-	l := newActivityList(dead, f)
+	l := newActivityList(dead, f, &s.queues)
 	if !dead && s.attempts != nil {
 		l.home.key, l.home.hideDead, l.home.now = s.attempts.home.key, s.attempts.home.hideDead, s.attempts.home.now
 	}

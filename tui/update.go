@@ -131,6 +131,7 @@ func (m Model) apply(ev *durablev1.WatchEvent) Model {
 		m.conn.stagePolicy = append(m.conn.stagePolicy, ev.GetPolicyOverrides()...)
 	case durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE:
 		m.st.queues.set(ev.GetTaskQueues().GetTaskQueues())
+		m.st.queues.known = ev.GetTaskQueues() != nil
 		m.st.replaceWith(m.conn.stageActs, m.conn.stageWfs)
 		m.ops.replaceWith(m.conn.stageOps)
 		m.st.overrides = nil

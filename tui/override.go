@@ -14,7 +14,6 @@ import (
 
 	"github.com/tinyllm/durable/activity"
 	"github.com/tinyllm/durable/client"
-	"github.com/tinyllm/durable/engine"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -131,11 +130,11 @@ func overrideWords(o *overrideAsk) string {
 
 // overrideChanges are the fields of the policy in force that the override
 // would change for a: it replaces any override the target had, so the
-// result is the patch over the code's options (engine.ApplyPatch, the one
+// result is the patch over the code's options (activity.ApplyPatch, the one
 // meaning of a patch), compared with what is in force now.
 func overrideChanges(a *durablev1.PendingActivity, p *durablev1.OptionsPatch) []string {
 	before := optionsInForce(a)
-	after, _ := engine.ApplyPatch(a.GetOptions(), p)
+	after, _ := activity.ApplyPatch(a.GetOptions(), p)
 	var out []string
 	for _, f := range overrideFields {
 		b, n := f.show(before), f.show(after)

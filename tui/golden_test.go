@@ -140,6 +140,13 @@ func TestGoldenViews(t *testing.T) {
 		{name: "HelpTimeline", backend: fixtureBackend, keys: []string{"3", "j", "enter"}, waitFor: "TimerStarted",
 			more: []string{"?"}, waitMore: "copy id"},
 		{name: "Copied", backend: fixtureBackend, keys: []string{"2", "j", "y"}, waitFor: "copied order-0991/1"},
+		// p on the detail pane: option words, then what changes and the reason.
+		{name: "OverrideWords", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history",
+			more: []string{"p", "max-attempts=8 initial=30s"}, waitMore: "initial=30s"},
+		{name: "OverrideBadWord", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history",
+			more: []string{"p", "max-attempts=8 retries=3", "enter"}, waitMore: "unknown option"},
+		{name: "OverrideConfirm", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history",
+			more: []string{"p", "max-attempts=8 initial=30s start-to-close=2m", "enter"}, waitMore: "replaces any override"},
 	}
 	sizes := []struct {
 		name string

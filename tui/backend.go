@@ -43,6 +43,9 @@ type Backend interface {
 	// Describe returns a workflow with its pending activities and the ones
 	// that finished within the daemon's attempt retention.
 	Describe(ctx context.Context, workflowID string) (*durablev1.DescribeWorkflowResponse, error)
+	// SetPolicyOverride replaces the override of target with patch; reason
+	// goes to the audit log and may be empty.
+	SetPolicyOverride(ctx context.Context, target client.PolicyTarget, patch *durablev1.OptionsPatch, reason string) (*durablev1.PolicyOverride, error)
 }
 
 // RedriveListParams is one bulk redrive.
@@ -102,6 +105,10 @@ func (b clientBackend) Stats(ctx context.Context, since time.Time) ([]*durablev1
 
 func (b clientBackend) Describe(ctx context.Context, workflowID string) (*durablev1.DescribeWorkflowResponse, error) {
 	return b.c.Describe(ctx, workflowID)
+}
+
+func (b clientBackend) SetPolicyOverride(ctx context.Context, target client.PolicyTarget, patch *durablev1.OptionsPatch, reason string) (*durablev1.PolicyOverride, error) {
+	return b.c.SetPolicyOverride(ctx, target, patch, reason)
 }
 
 func (b clientBackend) History(ctx context.Context, workflowID string) ([]*durablev1.HistoryEvent, error) {

@@ -25,9 +25,12 @@ type confirm struct {
 	sel      client.Selection
 	// opID, when set, makes this the dialog before cancelling that
 	// operation rather than a redrive.
-	opID    string
-	editing bool // the reason line has the keyboard
-	reason  textinput.Model
+	opID string
+	// override, when set, makes this the dialog before setting a policy
+	// override (p on the detail pane).
+	override *overrideAsk
+	editing  bool // the reason line has the keyboard
+	reason   textinput.Model
 }
 
 // maxReason bounds the reason typed in the dialog; the daemon takes more,
@@ -82,6 +85,9 @@ func reasonWidth(termWidth int) int {
 func (m Model) answerConfirm(msg tea.KeyMsg) (Model, tea.Cmd) {
 	c := *m.confirm
 	k := m.keys
+	if c.override.typing() {
+		return m.overrideWordsKey(msg)
+	}
 	if c.editing {
 		switch {
 		case key.Matches(msg, k.Submit):
@@ -113,12 +119,18 @@ func (m Model) goAhead(c confirm, reason string) (Model, tea.Cmd) {
 	if c.opID != "" {
 		return m.cancelOperation(c.opID, reason)
 	}
+	if c.override != nil {
+		return m.setOverride(c, reason)
+	}
 	return m.startRedrive(c, reason)
 }
 
 func (m Model) cancelConfirm() Model {
 	c := m.confirm
 	m.confirm = nil
+	if c.override != nil {
+		return m.say("no override set for " + c.override.target.String())
+	}
 	if op, ok := m.ops.get(c.opID); ok && isRunning(op) {
 		return m.say(c.opID + " not cancelled: it keeps running")
 	} else if c.opID != "" {

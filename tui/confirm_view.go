@@ -15,6 +15,9 @@ func (m Model) confirmView(h int) string {
 	if m.confirm.opID != "" {
 		return m.cancelDialogView(h)
 	}
+	if m.confirm.override != nil {
+		return m.overrideDialogView(h)
+	}
 	st := m.styles
 	c := m.confirm
 	textW := dialogWidth(m.width)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -95,6 +96,32 @@ type fakeBackend struct {
 	statsCalls int
 	// cancelErr fails every cancel.
 	cancelErr error
+	overrides []overrideCall
+	// overrideErr fails every SetPolicyOverride.
+	overrideErr error
+}
+
+// overrideCall is one call to SetPolicyOverride.
+type overrideCall struct {
+	target client.PolicyTarget
+	patch  *durablev1.OptionsPatch
+	reason string
+}
+
+func (f *fakeBackend) SetPolicyOverride(_ context.Context, target client.PolicyTarget, patch *durablev1.OptionsPatch, reason string) (*durablev1.PolicyOverride, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.overrides = append(f.overrides, overrideCall{target: target, patch: patch, reason: reason})
+	if f.overrideErr != nil {
+		return nil, f.overrideErr
+	}
+	return &durablev1.PolicyOverride{ActivityType: target.ActivityType, TaskQueue: target.TaskQueue, Patch: patch, Reason: reason, Principal: "ana"}, nil
+}
+
+func (f *fakeBackend) overrideCalls() []overrideCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]overrideCall(nil), f.overrides...)
 }
 
 func (f *fakeBackend) Watch(ctx context.Context) (WatchStream, error) {

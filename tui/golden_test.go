@@ -142,6 +142,13 @@ func TestGoldenViews(t *testing.T) {
 		// ChargeCard's start-to-close is under 2×P99: its advice is a warning.
 		{name: "Stats", backend: statsBackend, keys: []string{"7"}, waitFor: "rule of thumb"},
 		{name: "Copied", backend: fixtureBackend, keys: []string{"2", "j", "y"}, waitFor: "copied order-0991/1"},
+		// p on the detail pane: option words, then what changes and the reason.
+		{name: "OverrideWords", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history",
+			more: []string{"p", "max-attempts=8 initial=30s"}, waitMore: "initial=30s"},
+		{name: "OverrideBadWord", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history",
+			more: []string{"p", "max-attempts=8 retries=3", "enter"}, waitMore: "unknown option"},
+		{name: "OverrideConfirm", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history",
+			more: []string{"p", "max-attempts=8 initial=30s start-to-close=2m", "enter"}, waitMore: "replaces any override"},
 	}
 	sizes := []struct {
 		name string

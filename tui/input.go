@@ -121,6 +121,8 @@ func (m Model) screenKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.jumpToTimeline()
 	case key.Matches(msg, k.Copy):
 		return m.copySelected()
+	case key.Matches(msg, k.Override) && m.screen == screenDetail:
+		return m.askOverride()
 	}
 	return m, nil
 }

@@ -32,6 +32,7 @@ type KeyMap struct {
 	HideDead   key.Binding
 	Timeline   key.Binding
 	Copy       key.Binding
+	Override   key.Binding
 	Help       key.Binding
 	Quit       key.Binding
 	// The keys of a dialog (a redrive, or the cancel of an operation).
@@ -71,6 +72,7 @@ func DefaultKeyMap() KeyMap {
 		HideDead:   key.NewBinding(key.WithKeys("D"), key.WithHelp("D", "hide/show dead letters")),
 		Timeline:   key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "workflow timeline")),
 		Copy:       key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "copy id")),
+		Override:   key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "set policy override")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Confirm:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "redrive")),
@@ -105,7 +107,7 @@ func (k KeyMap) views() []key.Binding {
 // full help lists as their way to give a reason); they leave the help and
 // do nothing but say why while the daemon cannot take a change.
 func (k KeyMap) writes() []key.Binding {
-	return []key.Binding{k.Redrive, k.RedriveAll, k.CancelOp, k.EditReason}
+	return []key.Binding{k.Redrive, k.RedriveAll, k.CancelOp, k.EditReason, k.Override}
 }
 
 func (k KeyMap) forScreen(s screen) screenKeys {
@@ -126,7 +128,7 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 		full = []key.Binding{k.Open, k.Copy, k.Filter}
 	case screenDetail:
 		own = []key.Binding{k.Back, k.Up, k.Down, k.Redrive, k.Timeline}
-		full = append(append([]key.Binding{}, own...), reason, k.Copy)
+		full = append(append([]key.Binding{}, own...), reason, k.Override, k.Copy)
 	case screenTimeline:
 		own = []key.Binding{k.Back, k.Up, k.Down}
 		full = []key.Binding{k.Back, k.Up, k.Down, k.Copy}
@@ -165,8 +167,16 @@ func (k KeyMap) forDialog(c *confirm) screenKeys {
 		submit.SetHelp("enter", "cancel it with this reason")
 		no.SetHelp("esc", "keep it running")
 	}
+	if c.override != nil {
+		yes.SetHelp("y", "set the override")
+		submit.SetHelp("enter", "set it with this reason")
+	}
 	own := []key.Binding{yes, k.EditReason, no}
-	if c.editing {
+	if c.override.typing() {
+		submit.SetHelp("enter", "read the options")
+		queue := key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "this queue only / every queue"))
+		own = []key.Binding{submit, queue, no}
+	} else if c.editing {
 		own = []key.Binding{submit, no}
 	}
 	return screenKeys{short: own, full: [][]key.Binding{own}}

@@ -62,7 +62,7 @@ func (m Model) guardWrite(before Model, cmd tea.Cmd) (Model, tea.Cmd) {
 // nothing can be changed: the dialog stays open, with the reason above it,
 // for when the daemon is back.
 func (m Model) confirmBlocked(msg tea.KeyMsg) bool {
-	if m.writesBlocked() == "" {
+	if m.writesBlocked() == "" || m.confirm.override.typing() {
 		return false
 	}
 	if m.confirm.editing {

@@ -108,6 +108,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.redriveDone(msg).clampAll(), nil
 	case cancelDoneMsg:
 		return m.cancelDone(msg).clampAll(), nil
+	case overrideDoneMsg:
+		return m.overrideDone(msg), nil
 	case tea.KeyMsg:
 		return m.key(msg)
 	}

@@ -133,11 +133,11 @@ func TestTabCyclesThroughTheAuditAndOperationsViews(t *testing.T) {
 	t.Parallel()
 	m := setup(t, fixtureBackend(), Params{})
 	var got []screen
-	for range 7 {
+	for range 8 {
 		got = append(got, m.screen)
 		m = press(m, "tab")
 	}
-	if want := []screen{screenAttempts, screenDeadLetters, screenWorkflows, screenAudit, screenOperations, screenQueues, screenAttempts}; !slices.Equal(got, want) {
+	if want := []screen{screenAttempts, screenDeadLetters, screenWorkflows, screenAudit, screenOperations, screenQueues, screenStats, screenAttempts}; !slices.Equal(got, want) {
 		t.Fatalf("tab goes through %v, want %v", got, want)
 	}
 }

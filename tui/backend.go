@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
@@ -33,6 +34,10 @@ type Backend interface {
 	// AuditLog returns the newest audit records, at most limit of them,
 	// newest first.
 	AuditLog(ctx context.Context, limit int) ([]*durablev1.AuditRecord, error)
+	// Stats returns attempt latency per activity type with the policy in
+	// force for each, over the attempts that ended since since (every
+	// attempt counted when since is zero).
+	Stats(ctx context.Context, since time.Time) ([]*durablev1.ActivityTypeStats, error)
 	// History returns a workflow's events in order.
 	History(ctx context.Context, workflowID string) ([]*durablev1.HistoryEvent, error)
 	// Describe returns a workflow with its pending activities and the ones
@@ -88,6 +93,14 @@ func (b clientBackend) CancelOperation(ctx context.Context, id, reason string) (
 
 func (b clientBackend) AuditLog(ctx context.Context, limit int) ([]*durablev1.AuditRecord, error) {
 	return b.c.AuditLog(ctx, client.AuditQuery{Limit: limit})
+}
+
+func (b clientBackend) Stats(ctx context.Context, since time.Time) ([]*durablev1.ActivityTypeStats, error) {
+	var opts []client.StatsOption
+	if !since.IsZero() {
+		opts = append(opts, client.StatsSince(since))
+	}
+	return b.c.Stats(ctx, opts...)
 }
 
 func (b clientBackend) Describe(ctx context.Context, workflowID string) (*durablev1.DescribeWorkflowResponse, error) {

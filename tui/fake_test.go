@@ -91,6 +91,9 @@ type fakeBackend struct {
 	// call's context ends.
 	bulkGate chan struct{}
 	cancels  []cancelCall
+	// stats is what Stats answers; statsCalls counts the reads.
+	stats      []*durablev1.ActivityTypeStats
+	statsCalls int
 	// cancelErr fails every cancel.
 	cancelErr error
 	overrides []overrideCall
@@ -192,6 +195,13 @@ func (f *fakeBackend) AuditLog(_ context.Context, limit int) ([]*durablev1.Audit
 		return nil, f.auditErr
 	}
 	return f.audit[:min(limit, len(f.audit))], nil
+}
+
+func (f *fakeBackend) Stats(context.Context, time.Time) ([]*durablev1.ActivityTypeStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statsCalls++
+	return f.stats, nil
 }
 
 func (f *fakeBackend) History(_ context.Context, workflowID string) ([]*durablev1.HistoryEvent, error) {

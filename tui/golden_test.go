@@ -139,6 +139,8 @@ func TestGoldenViews(t *testing.T) {
 			more: []string{"w"}, waitMore: "TimerStarted"},
 		{name: "HelpTimeline", backend: fixtureBackend, keys: []string{"3", "j", "enter"}, waitFor: "TimerStarted",
 			more: []string{"?"}, waitMore: "copy id"},
+		// ChargeCard's start-to-close is under 2×P99: its advice is a warning.
+		{name: "Stats", backend: statsBackend, keys: []string{"7"}, waitFor: "rule of thumb"},
 		{name: "Copied", backend: fixtureBackend, keys: []string{"2", "j", "y"}, waitFor: "copied order-0991/1"},
 		// p on the detail pane: option words, then what changes and the reason.
 		{name: "OverrideWords", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history",

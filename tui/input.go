@@ -62,12 +62,18 @@ func (m Model) screenKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.show(screenOperations), nil
 	case key.Matches(msg, k.Queues):
 		return m.show(screenQueues), nil
+	case key.Matches(msg, k.Stats):
+		return m.enterStats()
 	case key.Matches(msg, k.NextView):
 		current := m.screen
 		if !current.isList() {
 			current = m.back
 		}
-		return m.show((current + 1) % (lastList + 1)), nil
+		next := (current + 1) % (lastList + 1)
+		if next == screenStats {
+			return m.enterStats()
+		}
+		return m.show(next), nil
 	case key.Matches(msg, k.Up):
 		return m.move(-1), nil
 	case key.Matches(msg, k.Down):

@@ -17,6 +17,7 @@ type KeyMap struct {
 	Audit      key.Binding
 	Operations key.Binding
 	Queues     key.Binding
+	Stats      key.Binding
 	NextView   key.Binding
 	Filter     key.Binding
 	Open       key.Binding
@@ -56,6 +57,7 @@ func DefaultKeyMap() KeyMap {
 		Audit:      key.NewBinding(key.WithKeys("4"), key.WithHelp("4", "audit log")),
 		Operations: key.NewBinding(key.WithKeys("5"), key.WithHelp("5", "operations")),
 		Queues:     key.NewBinding(key.WithKeys("6"), key.WithHelp("6", "queues")),
+		Stats:      key.NewBinding(key.WithKeys("7"), key.WithHelp("7", "stats")),
 		NextView:   key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next view")),
 		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Open:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
@@ -98,7 +100,7 @@ func (k KeyMap) navigation() []key.Binding {
 }
 
 func (k KeyMap) views() []key.Binding {
-	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.Audit, k.Operations, k.Queues, k.NextView}
+	return []key.Binding{k.Attempts, k.DeadLetter, k.Workflows, k.Audit, k.Operations, k.Queues, k.Stats, k.NextView}
 }
 
 // writes are the keys that ask the daemon to change state (and e, which the

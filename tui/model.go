@@ -18,7 +18,7 @@ import (
 type screen int
 
 // The list screens come first, in tab order; the ones after
-// screenQueues are opened from a list and return to it.
+// screenStats are opened from a list and return to it.
 const (
 	screenAttempts screen = iota
 	screenDeadLetters
@@ -26,6 +26,7 @@ const (
 	screenAudit
 	screenOperations
 	screenQueues
+	screenStats
 	screenDetail
 	screenTimeline
 	screenAuditRecord
@@ -34,7 +35,7 @@ const (
 )
 
 // lastList is the last list screen: tab goes round to the first after it.
-const lastList = screenQueues
+const lastList = screenStats
 
 // isList reports whether s is a list screen with a tab in the header.
 func (s screen) isList() bool { return s <= lastList }
@@ -164,6 +165,7 @@ type Model struct {
 	detail   detail
 	timeline timeline
 	audit    *auditLog
+	stats    statsLog
 	ops      *opLog
 	confirm  *confirm
 	job      *redriveJob // the redrive being waited on, if any

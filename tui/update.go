@@ -97,6 +97,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.detail.finished = msg.finished
 		}
 		return m, nil
+	case statsMsg:
+		return m.gotStats(msg), nil
+	case statsTickMsg:
+		return m.statsTicked(msg)
 	case auditMsg:
 		return m.gotAudit(msg), nil
 	case redriveDoneMsg:
@@ -257,6 +261,8 @@ func (m Model) listLen(s screen) int {
 		return m.ops.set.Len()
 	case screenQueues:
 		return len(m.st.queues.list)
+	case screenStats:
+		return len(m.stats.rows)
 	}
 	return 0
 }

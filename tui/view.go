@@ -36,6 +36,8 @@ func (m Model) View() string {
 		body = m.operationView(bodyH)
 	case screenQueues:
 		body = m.queuesView(bodyH)
+	case screenStats:
+		body = m.statsView(bodyH)
 	case screenQueue:
 		body = m.queueView(bodyH)
 	}
@@ -151,6 +153,7 @@ func (m Model) tabsView(squeeze int) string {
 		{screenAudit, "4", " audit", ""},
 		{screenOperations, "5", " ops", ""},
 		{screenQueues, "6", " queues", count(len(m.st.queues.list))},
+		{screenStats, "7", " stats", m.stats.count()},
 	}
 	var parts []string
 	if squeeze < 2 {

@@ -71,25 +71,7 @@ func dash(s string) string {
 }
 
 // human formats a span the way people read it: 850ms, 3.2s, 4m05s, 2h10m, 3d4h.
-func human(d time.Duration) string {
-	if d < 0 {
-		d = -d
-	}
-	switch {
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < 10*time.Second:
-		return strings.TrimSuffix(strconv.FormatFloat(d.Seconds(), 'f', 1, 64), ".0") + "s"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	default:
-		return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
-	}
-}
+func human(d time.Duration) string { return client.HumanDuration(d) }
 
 // relative says how far t is from now: "in 3.2s", "4m05s ago", "now".
 func relative(t, now time.Time) string {

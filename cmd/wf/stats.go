@@ -352,53 +352,20 @@ func (p policyFlags) describe(unknown bool) string {
 	return s
 }
 
-// checkPolicy applies the rules of thumb to one activity type.
+// checkPolicy applies the rules of thumb (client.CheckPolicy, the rule the
+// console's stats view applies too) to one activity type.
 func checkPolicy(s *durablev1.ActivityTypeStats, p policyFlags) []policyCheck {
-	typ := s.GetActivityType()
-	p95, p99 := s.GetP95().AsDuration(), s.GetP99().AsDuration()
+	cp := client.CheckedPolicy{
+		StartToClose: p.startToClose, ScheduleToClose: p.scheduleToClose,
+		Retry: p.retryPolicy(), MaxAttempts: p.maxAttempts,
+	}
 	var out []policyCheck
-	add := func(check string, ok bool, note string) {
+	for _, f := range client.CheckPolicy(cp, s.GetP95().AsDuration(), s.GetP99().AsDuration()) {
 		r := "ok"
-		if !ok {
+		if !f.OK {
 			r = "warn"
 		}
-		out = append(out, policyCheck{ActivityType: typ, Check: check, Result: r, Note: note})
-	}
-	if p.startToClose > 0 {
-		switch {
-		case p.startToClose < p99:
-			add("start-to-close", false, fmt.Sprintf("%s is below P99 %s: over 1%% of attempts will time out; use about %s",
-				human(p.startToClose), human(p99), human(2*p99)))
-		case p.startToClose < 2*p99:
-			add("start-to-close", false, fmt.Sprintf("%s is below 2×P99 (%s): little headroom for a slow day",
-				human(p.startToClose), human(2*p99)))
-		default:
-			add("start-to-close", true, fmt.Sprintf("%s ≥ 2×P99 (%s)", human(p.startToClose), human(2*p99)))
-		}
-	}
-	initial := activity.Backoff(p.retryPolicy(), 1)
-	if initial < p95/2 {
-		add("initial", false, fmt.Sprintf("%s is under half of P95 %s: retries arrive before a slow downstream recovers",
-			human(initial), human(p95)))
-	} else {
-		add("initial", true, fmt.Sprintf("%s vs P95 %s", human(initial), human(p95)))
-	}
-	maxInterval := activity.Backoff(p.retryPolicy(), 1<<20)
-	if p.startToClose > 0 {
-		add("max-interval", maxInterval <= p.startToClose, fmt.Sprintf("max interval %s, start-to-close %s",
-			human(maxInterval), human(p.startToClose)))
-	}
-	if p.scheduleToClose > 0 {
-		attempt := p.startToClose
-		if attempt <= 0 {
-			attempt = p99
-		}
-		need := time.Duration(p.maxAttempts) * attempt
-		for _, d := range activity.RetryDelays(p.retryPolicy(), p.maxAttempts) {
-			need += d
-		}
-		add("schedule-to-close", p.scheduleToClose >= need, fmt.Sprintf("budget %s, worst case of %d attempts with waits %s",
-			human(p.scheduleToClose), p.maxAttempts, human(need)))
+		out = append(out, policyCheck{ActivityType: s.GetActivityType(), Check: f.Check, Result: r, Note: f.Note})
 	}
 	return out
 }

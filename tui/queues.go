@@ -173,17 +173,6 @@ func (s *state) queueOf(name string) *durablev1.TaskQueue {
 	return client.FindQueue(s.queues.list, name)
 }
 
-// oldestReady is when the oldest ready task of q (of either kind) became
-// due; ok is false when none is ready.
-func oldestReady(q *durablev1.TaskQueue) (t time.Time, ok bool) {
-	for _, b := range []*durablev1.TaskBacklog{q.GetWorkflowTasks(), q.GetActivityTasks()} {
-		if o := b.GetOldestReadyTime(); o != nil && (!ok || o.AsTime().Before(t)) {
-			t, ok = o.AsTime(), true
-		}
-	}
-	return t, ok
-}
-
 // stalledOn are the rows of the workflow tasks stalled on queue name, the
 // longest waiting first.
 func (s *state) stalledOn(name string) []*durablev1.PendingActivity {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -27,17 +28,17 @@ func (m Model) queueCells(st *Styles, q *durablev1.TaskQueue) []cell {
 		style, statusStyle = &st.Warning, &st.Warning
 	}
 	oldest := "-"
-	if t, ok := oldestReady(q); ok {
+	if t, ok := client.OldestReady(q); ok {
 		oldest = span(m.now.Sub(t))
 	}
 	return []cell{
 		{text: activity.EscapeID(q.GetName()), style: style},
-		{text: pollersText(q), short: fmt.Sprint(len(q.GetPollers())), style: style},
-		{text: backlogText(q.GetActivityTasks()), short: backlogShort(q.GetActivityTasks()), style: style},
+		{text: client.PollersText(q), short: fmt.Sprint(len(q.GetPollers())), style: style},
+		{text: client.BacklogText(q.GetActivityTasks()), short: backlogShort(q.GetActivityTasks()), style: style},
 		{text: oldest, style: style},
-		{text: backlogText(q.GetWorkflowTasks()), short: backlogShort(q.GetWorkflowTasks()), style: style},
-		{text: leasesText(q), short: fmt.Sprint(leaseCount(q)), style: style},
-		{text: queueStatus(q), short: queueShortStatus(q), style: statusStyle},
+		{text: client.BacklogText(q.GetWorkflowTasks()), short: backlogShort(q.GetWorkflowTasks()), style: style},
+		{text: client.LeasesText(q), short: fmt.Sprint(client.LeaseCount(q)), style: style},
+		{text: client.QueueStatus(q), short: queueShortStatus(q), style: statusStyle},
 	}
 }
 
@@ -79,7 +80,7 @@ func (m Model) queueView(h int) string {
 	if q == nil {
 		lines = append(lines, "", st.Muted.Render("  not listed: no work, no leases and no poller seen in the last five minutes"))
 	} else {
-		status := queueStatus(q)
+		status := client.QueueStatus(q)
 		if q.GetStalled() {
 			status = st.Warning.Render(status)
 		}
@@ -88,7 +89,7 @@ func (m Model) queueView(h int) string {
 			"  wf tasks   "+readyText(q.GetWorkflowTasks()),
 			"  activities "+readyText(q.GetActivityTasks()),
 			"  oldest     "+m.oldestText(q),
-			"  leases     "+leasesText(q),
+			"  leases     "+client.LeasesText(q),
 			"", st.Header.Render("  POLLERS"))
 		if len(q.GetPollers()) == 0 {
 			lines = append(lines, st.Muted.Render("  none in the last five minutes"))
@@ -147,7 +148,7 @@ var leaseColumns = []column{
 }
 
 func (m Model) oldestText(q *durablev1.TaskQueue) string {
-	t, ok := oldestReady(q)
+	t, ok := client.OldestReady(q)
 	if !ok {
 		return "nothing ready"
 	}
@@ -171,74 +172,12 @@ func kindName(k durablev1.TaskKind) string {
 	return "unknown"
 }
 
-// pollersText is "2 (1 parked)": the pollers listed and how many have a
-// poll parked now, as wf queues writes it.
-func pollersText(q *durablev1.TaskQueue) string {
-	n, parked := len(q.GetPollers()), 0
-	for _, p := range q.GetPollers() {
-		if p.GetParked() {
-			parked++
-		}
-	}
-	if n == 0 {
-		return "0"
-	}
-	return fmt.Sprintf("%d (%d parked)", n, parked)
-}
-
-// backlogText is the ready tasks, and "+N later" for those still in their
-// backoff.
-func backlogText(b *durablev1.TaskBacklog) string {
-	s := fmt.Sprint(b.GetReady())
-	if b.GetLater() > 0 {
-		s += fmt.Sprintf(" +%d later", b.GetLater())
-	}
-	return s
-}
-
 // backlogShort is backlogText in a narrow column: "1 +1".
 func backlogShort(b *durablev1.TaskBacklog) string {
 	if b.GetLater() > 0 {
 		return fmt.Sprintf("%d +%d", b.GetReady(), b.GetLater())
 	}
 	return ""
-}
-
-func leaseCount(q *durablev1.TaskQueue) int64 {
-	var n int64
-	for _, l := range q.GetLeases() {
-		n += l.GetActivities()
-	}
-	return n
-}
-
-// leasesText is "7 (3 workers)".
-func leasesText(q *durablev1.TaskQueue) string {
-	n := leaseCount(q)
-	if n == 0 {
-		return "0"
-	}
-	return fmt.Sprintf("%d (%s)", n, plural(len(q.GetLeases()), "worker", "workers"))
-}
-
-// queueStatus is the daemon's verdict in wf queues' words: "no poller"
-// (naming the kind when only one lacks one), "busy" or "idle".
-func queueStatus(q *durablev1.TaskQueue) string {
-	wf, act := q.GetWorkflowTasks().GetStalled(), q.GetActivityTasks().GetStalled()
-	switch {
-	case wf && act:
-		return "no poller"
-	case wf:
-		return "no poller (workflow tasks)"
-	case act:
-		return "no poller (activities)"
-	case q.GetStalled():
-		return "no poller"
-	}
-	if q.GetWorkflowTasks().GetReady() > 0 || q.GetActivityTasks().GetReady() > 0 || len(q.GetLeases()) > 0 {
-		return "busy"
-	}
-	return "idle"
 }
 
 func queueShortStatus(q *durablev1.TaskQueue) string {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -122,80 +123,19 @@ func printQueues(w io.Writer, qs []*durablev1.TaskQueue, now time.Time) {
 	t := table(w)
 	row(t, "QUEUE", "POLLERS", "BACKLOG", "OLDEST", "WF TASKS", "LEASES", "STATUS")
 	for _, q := range qs {
-		row(t, activity.EscapeID(q.GetName()), pollersCell(q), backlogCell(q.GetActivityTasks()), oldestCell(q, now),
-			backlogCell(q.GetWorkflowTasks()), leasesCell(q), queueStatus(q))
+		row(t, activity.EscapeID(q.GetName()), client.PollersText(q), client.BacklogText(q.GetActivityTasks()), oldestCell(q, now),
+			client.BacklogText(q.GetWorkflowTasks()), client.LeasesText(q), client.QueueStatus(q))
 	}
 	t.Flush()
 }
 
-// pollersCell is "2 (1 parked)": the pollers listed and how many have a
-// poll parked now.
-func pollersCell(q *durablev1.TaskQueue) string {
-	n, parked := len(q.GetPollers()), 0
-	for _, p := range q.GetPollers() {
-		if p.GetParked() {
-			parked++
-		}
-	}
-	if n == 0 {
-		return "0"
-	}
-	return fmt.Sprintf("%d (%d parked)", n, parked)
-}
-
-func backlogCell(b *durablev1.TaskBacklog) string {
-	s := fmt.Sprint(b.GetReady())
-	if b.GetLater() > 0 {
-		s += fmt.Sprintf(" +%d later", b.GetLater())
-	}
-	return s
-}
-
 // oldestCell is the age of the oldest ready task, of either kind.
 func oldestCell(q *durablev1.TaskQueue, now time.Time) string {
-	var oldest time.Time
-	for _, b := range []*durablev1.TaskBacklog{q.GetWorkflowTasks(), q.GetActivityTasks()} {
-		if t := b.GetOldestReadyTime(); t != nil && (oldest.IsZero() || t.AsTime().Before(oldest)) {
-			oldest = t.AsTime()
-		}
-	}
-	if oldest.IsZero() {
+	oldest, ok := client.OldestReady(q)
+	if !ok {
 		return "-"
 	}
 	return human(max(now.Sub(oldest), 0))
-}
-
-// leasesCell is "7 (3 workers)".
-func leasesCell(q *durablev1.TaskQueue) string {
-	var n int64
-	for _, l := range q.GetLeases() {
-		n += l.GetActivities()
-	}
-	if n == 0 {
-		return "0"
-	}
-	return fmt.Sprintf("%d (%d %s)", n, len(q.GetLeases()), plural(len(q.GetLeases()), "worker", "workers"))
-}
-
-// queueStatus is "no poller" when ready work has no live poller of its
-// kind (naming the kind when only one lacks one), "busy" when work or
-// leases are out, "idle" otherwise.
-func queueStatus(q *durablev1.TaskQueue) string {
-	wf, act := q.GetWorkflowTasks().GetStalled(), q.GetActivityTasks().GetStalled()
-	switch {
-	case wf && act:
-		return "no poller"
-	case wf:
-		return "no poller (workflow tasks)"
-	case act:
-		return "no poller (activities)"
-	case q.GetStalled():
-		return "no poller"
-	}
-	if q.GetWorkflowTasks().GetReady() > 0 || q.GetActivityTasks().GetReady() > 0 || len(q.GetLeases()) > 0 {
-		return "busy"
-	}
-	return "idle"
 }
 
 // printPollers writes one queue's pollers and its leases per worker.

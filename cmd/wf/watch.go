@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -141,13 +142,9 @@ func printEvent(w io.Writer, ev *durablev1.WatchEvent) error {
 		lines = append(lines, fmt.Sprintf("policy override of %s: %s by %s", overrideTarget(o), patchText(o.GetPatch()), dash(o.GetPrincipal())))
 	}
 	for _, q := range ev.GetTaskQueues().GetTaskQueues() {
-		var leases int64
-		for _, l := range q.GetLeases() {
-			leases += l.GetActivities()
-		}
 		line := fmt.Sprintf("queue %s pollers=%d backlog=%d later=%d oldest=%s wf-tasks=%d leases=%d %s", activity.EscapeID(q.GetName()),
 			len(q.GetPollers()), q.GetActivityTasks().GetReady(), q.GetActivityTasks().GetLater(), oldestCell(q, now),
-			q.GetWorkflowTasks().GetReady(), leases, queueStatus(q))
+			q.GetWorkflowTasks().GetReady(), client.LeaseCount(q), client.QueueStatus(q))
 		lines = append(lines, line)
 	}
 	if w := ev.GetWrites(); w.GetRefused() {

@@ -23,16 +23,7 @@ func TestConsoleShowsAWorkflowStalledOnAQueueNobodyPolls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs three binaries; skipped with -short")
 	}
-	bin := os.Getenv("DURABLE_BIN_DIR")
-	if bin == "" {
-		bin = t.TempDir()
-		build := exec.Command("go", "build", "-o", bin+string(filepath.Separator),
-			"github.com/tinyllm/durable/cmd/durabled", "github.com/tinyllm/durable/cmd/wf",
-			"github.com/tinyllm/durable/cmd/wfui")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
-	}
+	bin := binaries(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	env := append(os.Environ(), "DURABLE_ADDR="+addr)

@@ -74,6 +74,14 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 		}
 		return err == nil || strings.Contains(out, "already")
 	})
+	// FlakyDemo's own backoff (50 ms doubling to 1 s) retries faster than a
+	// screen can be read twice on a loaded machine; an override of a few
+	// seconds keeps each countdown on screen long enough to be seen going
+	// down, and five attempts still dead-letter every activity in seconds.
+	if out, err := wf("policy", "set", "FlakyStep", "--initial", "4s", "--max-interval", "4s",
+		"--max-attempts", "5", "--reason", "e2e: countdowns a screen can follow"); err != nil {
+		t.Fatalf("wf policy set: %v: %s", err, out)
+	}
 	// The worker starts once the daemon answers: it does not outlive a failed dial.
 	outage := start("demo", "worker", "--addr", addr, "--outage", "--sink-dir", filepath.Join(dir, "sink"))
 
@@ -97,15 +105,13 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 	})
 
 	// A retry countdown is visible and goes down.
-	var first map[string]float64
-	waitUntil(t, 30*time.Second, "a retry countdown", func() bool {
-		first = countdowns(screen())
-		return len(first) > 0
-	})
-	waitUntil(t, 10*time.Second, "a countdown going down", func() bool {
+	seen := map[string]float64{}
+	waitUntil(t, 30*time.Second, "a countdown going down", func() bool {
 		for k, v := range countdowns(screen()) {
-			if w, ok := first[k]; ok && v < w {
+			if w, ok := seen[k]; ok && v < w {
 				return true
+			} else if !ok {
+				seen[k] = v
 			}
 		}
 		return false
@@ -164,15 +170,16 @@ var auditRow = regexp.MustCompile(`(?m)^\W*\S+\s+local\s+operator\s+bulk redrive
 
 // countdownRow matches an attempts-view row of a retrying activity:
 // workflow, activity id, ..., "retrying", n/max, a countdown with tenths or seconds.
-var countdownRow = regexp.MustCompile(`^\W*(\S+)\s+(\S+)\s+\S+\s+retrying\s+\d+/\d+\s+(\d+(?:\.\d)?)s\b`)
+var countdownRow = regexp.MustCompile(`^\W*(\S+)\s+(\S+)\s+\S+\s+retrying\s+(\d+)/\d+\s+(\d+(?:\.\d)?)s\b`)
 
-// countdowns reads the retry countdowns on screen, keyed by workflow and activity.
+// countdowns reads the retry countdowns on screen, keyed by workflow,
+// activity and attempt: a countdown only goes down within one attempt.
 func countdowns(screen string) map[string]float64 {
 	out := map[string]float64{}
 	for _, line := range strings.Split(screen, "\n") {
 		if m := countdownRow.FindStringSubmatch(line); m != nil {
-			if v, err := strconv.ParseFloat(m[3], 64); err == nil {
-				out[m[1]+"/"+m[2]] = v
+			if v, err := strconv.ParseFloat(m[4], 64); err == nil {
+				out[m[1]+"/"+m[2]+"#"+m[3]] = v
 			}
 		}
 	}

@@ -94,13 +94,20 @@ func (m Model) statusOp() *durablev1.Operation {
 
 func (m Model) headerView() string {
 	st := m.styles
-	left := m.tabsView(0)
-	label := m.connLabel()
-	if ansi.StringWidth(left)+ansi.StringWidth(label)+m.width/10 > m.width {
-		label = strings.TrimSuffix(label, " "+m.p.Addr) // the state matters more than the address
-	}
-	for squeeze := 1; squeeze <= 3 && ansi.StringWidth(left)+1+ansi.StringWidth(label) > m.width; squeeze++ {
-		left = m.tabsView(squeeze)
+	// What gives way first when the tabs and the connection do not fit:
+	// the padding of the tabs, then the daemon's address (its state
+	// matters more), then the title, then the other tabs' names.
+	full := m.connLabel()
+	short := strings.TrimSuffix(full, " "+m.p.Addr)
+	var left, label string
+	for _, try := range []struct {
+		squeeze int
+		label   string
+	}{{0, full}, {1, full}, {1, short}, {2, short}, {3, short}} {
+		left, label = m.tabsView(try.squeeze), try.label
+		if ansi.StringWidth(left)+1+ansi.StringWidth(label) <= m.width {
+			break
+		}
 	}
 	right := st.Status.Render(label)
 	gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)

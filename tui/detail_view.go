@@ -258,10 +258,7 @@ func finishedWord(outcome string) string {
 // optionsInForce are the options the activity's next decision uses, as the
 // daemon reports them; its code's options from a daemon that does not.
 func optionsInForce(a *durablev1.PendingActivity) *durablev1.ActivityOptions {
-	if in := a.GetOptionsInForce(); in != nil {
-		return in
-	}
-	return a.GetOptions()
+	return activity.OptionsInForce(a)
 }
 
 // overrideMarks returns what to write after each field of the policy in
@@ -345,36 +342,5 @@ func timeoutsLine(o *durablev1.ActivityOptions, mark func(string) string) string
 // times after the next are upper bounds: the daemon draws a full jitter below
 // each backoff, and an attempt's own run time comes on top.
 func retrySchedule(a *durablev1.PendingActivity, now time.Time) string {
-	n, maxN := int(a.GetAttempt()), int(a.GetMaxAttempts())
-	p := optionsInForce(a).GetRetryPolicy()
-	if a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED {
-		return fmt.Sprintf("gave up after attempt %d; a redrive starts again at attempt 1", n)
-	}
-	if maxN <= 0 {
-		return "unknown: no max attempts"
-	}
-	// Scheduled and retrying activities carry the number of the attempt that
-	// is due next; a started one, the attempt that is running.
-	var parts []string
-	var at time.Duration
-	next := n
-	switch a.GetState() {
-	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
-		if t := a.GetNextAttemptTime(); t != nil {
-			at = max(t.AsTime().Sub(now), 0)
-		}
-		parts = append(parts, fmt.Sprintf("attempt %d at +%s", next, span(at)))
-	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
-		parts = append(parts, fmt.Sprintf("if attempt %d fails:", n))
-	}
-	const shown = 5
-	for k := next + 1; k <= maxN; k++ {
-		at += activity.Backoff(p, k-1)
-		if k-next > shown {
-			parts = append(parts, "…")
-			break
-		}
-		parts = append(parts, fmt.Sprintf("attempt %d at ~+%s", k, span(at)))
-	}
-	return strings.Join(parts, " · ") + fmt.Sprintf(" · gives up after attempt %d", maxN)
+	return client.RetryScheduleOf(a, now).Words(span)
 }

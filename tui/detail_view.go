@@ -120,6 +120,8 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 	case fin != nil:
 		// Nothing is due any more: say how it ended instead.
 		state = finishedWord(fin.GetOutcome()) + fmt.Sprintf(" · after attempt %d of %d", a.GetAttempt(), a.GetMaxAttempts())
+	case w.stuck && a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_STARTED:
+		state += " · lease expired " + strings.TrimPrefix(w.countdown, "overdue ") + " ago"
 	case w.countdown != "" && a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_STARTED:
 		state += " · lease ends in " + w.countdown
 	case w.countdown != "":

@@ -1,6 +1,8 @@
 package badger
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -181,11 +183,111 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 		oldIdx = activityIndexKeys(old)
 	case !errors.Is(err, engine.ErrNotFound):
 		return fmt.Errorf("activity %s/%s: %w", wf, id, err)
+	default:
+		old = nil
 	}
 	if err := t.put(key, a); err != nil {
 		return fmt.Errorf("put activity %s/%s: %w", wf, id, err)
 	}
+	if err := t.moveCount(old, a); err != nil {
+		return err
+	}
 	return t.replaceIndex(oldIdx, activityIndexKeys(a))
+}
+
+// moveCount moves an activity from the count of its old record's queue and
+// state (none when old is nil) to that of its new one (none when next is
+// nil).
+func (t *tx) moveCount(old, next *durablev1.ActivityRecord) error {
+	from, to := countKeyOf(old), countKeyOf(next)
+	if bytes.Equal(from, to) {
+		return nil
+	}
+	if err := t.addCount(from, -1); err != nil {
+		return err
+	}
+	return t.addCount(to, 1)
+}
+
+func countKeyOf(a *durablev1.ActivityRecord) []byte {
+	if a == nil || a.GetInfo().GetState() == durablev1.ActivityState_ACTIVITY_STATE_UNSPECIFIED {
+		return nil
+	}
+	return activityCountKey(a.GetInfo().GetState(), a.GetInfo().GetTaskQueue())
+}
+
+func (t *tx) addCount(key []byte, delta int64) error {
+	if key == nil {
+		return nil
+	}
+	n, err := t.count(key)
+	if err != nil {
+		return err
+	}
+	if n += delta; n <= 0 {
+		err = t.txn.Delete(key)
+	} else {
+		err = t.txn.Set(key, encodeCounter(n))
+	}
+	if err != nil {
+		return fmt.Errorf("activity count %x: %w", key, err)
+	}
+	return nil
+}
+
+func (t *tx) count(key []byte) (int64, error) {
+	item, err := t.txn.Get(key)
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("activity count %x: %w", key, err)
+	}
+	var n int64
+	err = item.Value(func(v []byte) error {
+		n, err = decodeCounter(v)
+		return err
+	})
+	return n, err
+}
+
+func (t *tx) ActivityCounts(fn func(taskQueue string, state durablev1.ActivityState, n int64) bool) (bool, error) {
+	if v, err := t.indexVersion(); err != nil || v < indexVersion {
+		return false, err
+	}
+	err := t.each([]byte{prefixActivityCount}, func(k, v []byte) (bool, error) {
+		state, queue, err := decodeActivityCountKey(k)
+		if err != nil {
+			return false, err
+		}
+		n, err := decodeCounter(v)
+		if err != nil {
+			return false, err
+		}
+		return fn(queue, state, n), nil
+	})
+	return err == nil, err
+}
+
+// indexVersion is what the data directory says of its indexes (0 when it
+// says nothing: written before keyIndexVersion existed).
+func (t *tx) indexVersion() (uint64, error) {
+	item, err := t.txn.Get(indexVersionKey())
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("index version: %w", err)
+	}
+	var v uint64
+	err = item.Value(func(b []byte) error {
+		if len(b) != 8 {
+			return fmt.Errorf("index version of %d bytes: %w", len(b), errCorrupt)
+		}
+		v = binary.BigEndian.Uint64(b)
+		return nil
+	})
+	return v, err
 }
 
 func (t *tx) DeleteActivity(workflowID, activityID string) error {
@@ -195,6 +297,9 @@ func (t *tx) DeleteActivity(workflowID, activityID string) error {
 	}
 	if err := t.txn.Delete(activityKey(workflowID, activityID)); err != nil {
 		return fmt.Errorf("delete activity %s/%s: %w", workflowID, activityID, err)
+	}
+	if err := t.moveCount(old, nil); err != nil {
+		return err
 	}
 	return t.replaceIndex(activityIndexKeys(old), nil)
 }

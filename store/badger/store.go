@@ -149,7 +149,10 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 		var t *tx
 		err = s.db.Update(func(txn *badgerdb.Txn) error {
 			t = &tx{txn: txn, maxRecord: s.maxRecord}
-			return fn(t)
+			if err := fn(t); err != nil {
+				return err
+			}
+			return t.flushCounts()
 		})
 		if err == nil && s.wrote != nil {
 			s.wrote(t.written)

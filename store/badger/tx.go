@@ -22,6 +22,11 @@ type tx struct {
 	maxRecord int
 	// written counts the bytes of the records put (Options.WroteFunc).
 	written int
+	// counts holds the moves of the activity counts not yet written, by
+	// count key: a batch of transitions moves the same few counts many
+	// times, so they are written once, when the transaction ends
+	// (flushCounts).
+	counts map[string]int64
 }
 
 var _ engine.Tx = (*tx)(nil)
@@ -220,18 +225,34 @@ func (t *tx) addCount(key []byte, delta int64) error {
 	if key == nil {
 		return nil
 	}
-	n, err := t.count(key)
-	if err != nil {
-		return err
+	if t.counts == nil {
+		t.counts = map[string]int64{}
 	}
-	if n += delta; n <= 0 {
-		err = t.txn.Delete(key)
-	} else {
-		err = t.txn.Set(key, encodeCounter(n))
+	t.counts[string(key)] += delta
+	return nil
+}
+
+// flushCounts writes the moves of the activity counts noted so far.
+func (t *tx) flushCounts() error {
+	for k, delta := range t.counts {
+		if delta == 0 {
+			continue
+		}
+		key := []byte(k)
+		n, err := t.count(key)
+		if err != nil {
+			return err
+		}
+		if n += delta; n <= 0 {
+			err = t.txn.Delete(key)
+		} else {
+			err = t.txn.Set(key, encodeCounter(n))
+		}
+		if err != nil {
+			return fmt.Errorf("activity count %x: %w", key, err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("activity count %x: %w", key, err)
-	}
+	clear(t.counts)
 	return nil
 }
 
@@ -253,6 +274,9 @@ func (t *tx) count(key []byte) (int64, error) {
 
 func (t *tx) ActivityCounts(fn func(taskQueue string, state durablev1.ActivityState, n int64) bool) (bool, error) {
 	if v, err := t.indexVersion(); err != nil || v < indexVersion {
+		return false, err
+	}
+	if err := t.flushCounts(); err != nil {
 		return false, err
 	}
 	err := t.each([]byte{prefixActivityCount}, func(k, v []byte) (bool, error) {

@@ -15,10 +15,12 @@ import (
 // The engine keeps, per task queue, the books an operator needs to tell a
 // busy queue from a stuck one: the tasks queued in it with their due times,
 // the activity attempts leased out per worker, and the workers that poll it.
-// The first two are store state: rebuilt from the records at start and then
+// The first two are store state: rebuilt from the store at start and then
 // moved by every committed transition (the trackTx notes where each task
-// stood before and after it), like the counts of gauge.go. Pollers are not
-// stored: they start empty and are heard from again within a poll timeout.
+// stood before and after it), like the counts of gauge.go. The due times
+// are those of the tasks within the window of horizon.go; an activity task
+// beyond it is counted as later from the counts. Pollers are not stored:
+// they start empty and are heard from again within a poll timeout.
 
 const (
 	// pollerForgetAfter is how long a poller that is not parked stays

@@ -42,6 +42,8 @@ var (
 //   - rss-B/waiting: the same for this process's resident set (after the
 //     heap's free pages are returned to the system), which counts Badger's
 //     caches and memtables as well as the heap;
+//   - run-heap-B/waiting: the same for the heap before the restart, with
+//     the engine that built the state still open;
 //   - fill-s: how long building the state took.
 //
 // 100,000 take about a minute to build on two cores; a million about ten.
@@ -58,6 +60,7 @@ func waitingRun(b *testing.B, n int) {
 	b.StopTimer()
 	dir := b.TempDir()
 	logger := slog.New(slog.DiscardHandler)
+	heapBase, _ := settledMemory()
 	st, err := badgerstore.Open(dir, badgerstore.Options{Logger: logger})
 	if err != nil {
 		b.Fatal(err)
@@ -70,6 +73,7 @@ func waitingRun(b *testing.B, n int) {
 	began := time.Now()
 	fillWaiting(b, eng, n)
 	fill := time.Since(began)
+	heapRun, _ := settledMemory()
 	if err := eng.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -126,6 +130,7 @@ func waitingRun(b *testing.B, n int) {
 	b.ReportMetric(float64(start.Microseconds())/1e3, "start-ms")
 	b.ReportMetric(per(heap1, heap0), "heap-B/waiting")
 	b.ReportMetric(per(rss1, rss0), "rss-B/waiting")
+	b.ReportMetric(per(heapRun, heapBase), "run-heap-B/waiting")
 	b.ReportMetric(fill.Seconds(), "fill-s")
 	b.Logf("%d waiting: start %s, heap %.1f → %.1f MB, RSS %.1f → %.1f MB, built in %s",
 		n, start.Round(time.Millisecond), mb(int64(heap0)), mb(int64(heap1)), mb(int64(rss0)), mb(int64(rss1)), fill.Round(time.Second))

@@ -1,7 +1,6 @@
 package badger
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,7 +25,7 @@ type tx struct {
 	// count key: a batch of transitions moves the same few counts many
 	// times, so they are written once, when the transaction ends
 	// (flushCounts).
-	counts map[string]int64
+	counts map[countRef]int64
 }
 
 var _ engine.Tx = (*tx)(nil)
@@ -194,51 +193,59 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 	if err := t.put(key, a); err != nil {
 		return fmt.Errorf("put activity %s/%s: %w", wf, id, err)
 	}
-	if err := t.moveCount(old, a); err != nil {
-		return err
-	}
+	t.moveCount(old, a)
 	return t.replaceIndex(oldIdx, activityIndexKeys(a))
 }
 
 // moveCount moves an activity from the count of its old record's queue and
 // state (none when old is nil) to that of its new one (none when next is
 // nil).
-func (t *tx) moveCount(old, next *durablev1.ActivityRecord) error {
-	from, to := countKeyOf(old), countKeyOf(next)
-	if bytes.Equal(from, to) {
-		return nil
-	}
-	if err := t.addCount(from, -1); err != nil {
-		return err
-	}
-	return t.addCount(to, 1)
-}
-
-func countKeyOf(a *durablev1.ActivityRecord) []byte {
-	if a == nil || a.GetInfo().GetState() == durablev1.ActivityState_ACTIVITY_STATE_UNSPECIFIED {
-		return nil
-	}
-	return activityCountKey(a.GetInfo().GetState(), a.GetInfo().GetTaskQueue())
-}
-
-func (t *tx) addCount(key []byte, delta int64) error {
-	if key == nil {
-		return nil
+func (t *tx) moveCount(old, next *durablev1.ActivityRecord) {
+	from, to := countRefOf(old), countRefOf(next)
+	if from == to {
+		return
 	}
 	if t.counts == nil {
-		t.counts = map[string]int64{}
+		t.counts = map[countRef]int64{}
 	}
-	t.counts[string(key)] += delta
-	return nil
+	if from.state != 0 {
+		t.counts[from]--
+	}
+	if to.state != 0 {
+		t.counts[to]++
+	}
+}
+
+// countRef names one activity count: a task queue and a state.
+type countRef struct {
+	queue string
+	state durablev1.ActivityState
+}
+
+func countRefOf(a *durablev1.ActivityRecord) countRef {
+	if a == nil {
+		return countRef{}
+	}
+	return countRef{queue: a.GetInfo().GetTaskQueue(), state: a.GetInfo().GetState()}
+}
+
+// countKeyOf is the key of the count an activity record is in; nil for
+// none.
+func countKeyOf(a *durablev1.ActivityRecord) []byte {
+	r := countRefOf(a)
+	if r.state == 0 {
+		return nil
+	}
+	return activityCountKey(r.state, r.queue)
 }
 
 // flushCounts writes the moves of the activity counts noted so far.
 func (t *tx) flushCounts() error {
-	for k, delta := range t.counts {
+	for r, delta := range t.counts {
 		if delta == 0 {
 			continue
 		}
-		key := []byte(k)
+		key := activityCountKey(r.state, r.queue)
 		n, err := t.count(key)
 		if err != nil {
 			return err
@@ -322,9 +329,7 @@ func (t *tx) DeleteActivity(workflowID, activityID string) error {
 	if err := t.txn.Delete(activityKey(workflowID, activityID)); err != nil {
 		return fmt.Errorf("delete activity %s/%s: %w", workflowID, activityID, err)
 	}
-	if err := t.moveCount(old, nil); err != nil {
-		return err
-	}
+	t.moveCount(old, nil)
 	return t.replaceIndex(activityIndexKeys(old), nil)
 }
 

@@ -25,7 +25,7 @@ import (
 
 var (
 	waitingN       = flag.Int("waiting.n", 100_000, "activities BenchmarkWaitingWork leaves waiting on a retry hours away")
-	waitingProfile = flag.String("waiting.heapprofile", "", "file BenchmarkWaitingWork writes the heap profile after the restart to")
+	waitingProfile = flag.String("waiting.heapprofile", "", "file BenchmarkWaitingWork writes the heap profile after the restart to (and with .run added, before it)")
 )
 
 // BenchmarkWaitingWork measures what activities waiting on a retry hours
@@ -74,6 +74,7 @@ func waitingRun(b *testing.B, n int) {
 	fillWaiting(b, eng, n)
 	fill := time.Since(began)
 	heapRun, _ := settledMemory()
+	writeHeapProfile(b, ".run")
 	if err := eng.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -113,14 +114,7 @@ func waitingRun(b *testing.B, n int) {
 		b.Fatalf("the queue shows %d tasks later, want %d", got, n)
 	}
 	heap1, rss1 := settledMemory()
-	if *waitingProfile != "" {
-		f, err := os.Create(*waitingProfile)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pprof.Lookup("heap").WriteTo(f, 0)
-		f.Close()
-	}
+	writeHeapProfile(b, "")
 	runtime.KeepAlive(eng)
 	eng.Close()
 	st.Close()
@@ -134,6 +128,22 @@ func waitingRun(b *testing.B, n int) {
 	b.ReportMetric(fill.Seconds(), "fill-s")
 	b.Logf("%d waiting: start %s, heap %.1f → %.1f MB, RSS %.1f → %.1f MB, built in %s",
 		n, start.Round(time.Millisecond), mb(int64(heap0)), mb(int64(heap1)), mb(int64(rss0)), mb(int64(rss1)), fill.Round(time.Second))
+}
+
+// writeHeapProfile writes the heap profile to -waiting.heapprofile with
+// suffix added to its name, if the flag is set.
+func writeHeapProfile(b *testing.B, suffix string) {
+	if *waitingProfile == "" {
+		return
+	}
+	f, err := os.Create(*waitingProfile + suffix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // settledMemory is the Go heap in use after a GC and the process's resident

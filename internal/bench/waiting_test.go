@@ -46,7 +46,8 @@ var (
 //     the engine that built the state still open;
 //   - fill-s: how long building the state took.
 //
-// 100,000 take about a minute to build on two cores; a million about ten.
+// 100,000 take 35–90 s to build on two busy cores, a million 12–15 minutes
+// (hence -timeout); the restart itself takes well under a second.
 //
 //	go test -run '^$' -bench WaitingWork -benchtime 1x ./internal/bench
 //	go test -run '^$' -bench WaitingWork -benchtime 1x -timeout 60m ./internal/bench -args -waiting.n=1000000

@@ -65,6 +65,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if addr := os.Getenv(envSDKWorker); addr != "" {
+		if err := runSDKWorker(addr); err != nil {
+			fmt.Fprintln(os.Stderr, "bench SDK worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	testdaemon.Cleanup()
 	os.Exit(code)

@@ -66,3 +66,15 @@ func orEmptyOptions(o *durablev1.ActivityOptions) *durablev1.ActivityOptions {
 	}
 	return o
 }
+
+// OptionsInForce are the options an activity's next decision uses: the
+// daemon's options_in_force (its code's options with any policy override
+// applied) when it reports them, else the code's own options (an older
+// daemon). wf and the console read the policy, the timeouts and the retry
+// schedule from it.
+func OptionsInForce(a *durablev1.PendingActivity) *durablev1.ActivityOptions {
+	if in := a.GetOptionsInForce(); in != nil {
+		return in
+	}
+	return a.GetOptions()
+}

@@ -13,4 +13,11 @@
 // Payloads (workflow input and result) go through a DataConverter, JSON unless
 // WithConverter says otherwise. Workers built on the same Client use the same
 // converter, so both sides agree.
+//
+// The rules wf and wfui show their rows by live here too, as pure functions
+// of what the daemon sent and a clock, so the two cannot disagree: what an
+// activity waits on and for how long (NextOf), its retry schedule
+// (RetryScheduleOf), what waits on a queue nobody polls (ActivityWait,
+// WorkflowWait), one selection language (ParseSelection) and the policy
+// check (CheckPolicy).
 package client

@@ -95,19 +95,15 @@ func WorkflowWait(wf *durablev1.WorkflowInfo, queues []*durablev1.TaskQueue) (w 
 }
 
 // ActivityWait reports what a pending activity waits on when it is due
-// and queued for a worker (scheduled, or retrying with its backoff over).
-// ok is false when it runs, is dead-lettered or waits for its backoff.
+// and queued for a worker (scheduled, or retrying with its backoff over:
+// NextDue or NextOverdue, with its due time known). ok is false when it
+// runs, is dead-lettered or waits for its backoff.
 func ActivityWait(a *durablev1.PendingActivity, queues []*durablev1.TaskQueue, now time.Time) (w Wait, ok bool) {
-	switch a.GetState() {
-	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
-	default:
+	n := NextOf(a, now)
+	if (n.Kind != NextDue && n.Kind != NextOverdue) || n.At.IsZero() {
 		return Wait{}, false
 	}
-	due := a.GetNextAttemptTime()
-	if due == nil || due.AsTime().After(now) {
-		return Wait{}, false
-	}
-	w = Wait{What: "activity " + activity.EscapeID(a.GetActivityId()), Queue: a.GetTaskQueue(), Since: due.AsTime()}
+	w = Wait{What: "activity " + activity.EscapeID(a.GetActivityId()), Queue: a.GetTaskQueue(), Since: n.At}
 	q := FindQueue(queues, w.Queue)
 	w.Pollers = pollersOf(q, durablev1.TaskKind_TASK_KIND_ACTIVITY)
 	w.NoPoller = q == nil || q.GetActivityTasks().GetStalled() || w.Pollers == 0

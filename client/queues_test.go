@@ -64,6 +64,10 @@ func TestActivityWaitOnlyCountsActivitiesThatAreDue(t *testing.T) {
 		{"running", &durablev1.PendingActivity{ActivityId: "1", TaskQueue: "q", State: durablev1.ActivityState_ACTIVITY_STATE_STARTED}, ""},
 		{"due", &durablev1.PendingActivity{ActivityId: "1", TaskQueue: "q", State: durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, NextAttemptTime: timestamppb.New(now.Add(-90 * time.Second))},
 			"activity 1 waiting 1m30s on queue q, no poller"},
+		// The due time of NextOf: without a next attempt time, a first
+		// attempt is due from when it was scheduled.
+		{"due from its scheduling", &durablev1.PendingActivity{ActivityId: "1", TaskQueue: "q", State: durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, ScheduledTime: timestamppb.New(now.Add(-5 * time.Second))},
+			"activity 1 waiting 5.0s on queue q, no poller"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

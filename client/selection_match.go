@@ -77,18 +77,9 @@ func FingerprintOf(a *durablev1.PendingActivity) string {
 
 // WaitsOnPoller reports whether a has been due for more than NoPollerAfter
 // at now without a worker taking it: scheduled, or retrying with its
-// backoff over.
+// backoff over (NextOverdue).
 func WaitsOnPoller(a *durablev1.PendingActivity, now time.Time) bool {
-	switch a.GetState() {
-	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
-	default:
-		return false
-	}
-	due := a.GetNextAttemptTime()
-	if due == nil {
-		due = a.GetScheduledTime()
-	}
-	return due != nil && now.Sub(due.AsTime()) > NoPollerAfter
+	return NextOf(a, now).Kind == NextOverdue
 }
 
 func noPollerOn(a *durablev1.PendingActivity, now time.Time, queues []*durablev1.TaskQueue) bool {

@@ -24,9 +24,6 @@ type auditLog struct {
 	loaded  bool                     // a load answered at least once
 	loading bool
 	err     string // why the last load failed, if it did
-	// open is the record shown in full; it stays live as updates arrive.
-	open   int64
-	scroll int
 }
 
 func newAuditLog() *auditLog {

@@ -2,6 +2,8 @@ package tui
 
 import (
 	"fmt"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
 	"strings"
 	"time"
 
@@ -117,8 +119,40 @@ func (m Model) auditCells(r *durablev1.AuditRecord) []cell {
 	}
 }
 
-// auditView is the audit log, newest first, with the load's state above it.
-func (m Model) auditView(h int) string {
+// auditScreen is the audit log, newest first, with the load's state
+// above it.
+type auditScreen struct{ list }
+
+// Tab is "audit", without a count: the log is read, not followed whole.
+func (c auditScreen) Tab(Model) (name, count string) { return "audit", "" }
+
+// Help lists the audit view's keys.
+func (c auditScreen) Help(k KeyMap) (short, full []key.Binding) {
+	return []key.Binding{k.Open}, nil
+}
+
+// SetSize keeps the cursor on a record and the record on screen.
+func (c auditScreen) SetSize(m Model, rows int) Model {
+	m.views.audit.list = c.list.clamp(len(m.audit.order), rows)
+	return m
+}
+
+// Update answers the audit view's keys: enter opens a record.
+func (c auditScreen) Update(m Model, msg tea.KeyMsg) (Model, tea.Cmd, bool) {
+	if l, ok := m.moveList(c.list, msg, len(m.audit.order)); ok {
+		m.views.audit.list = l
+		return m, nil, true
+	}
+	if key.Matches(msg, m.keys.Open) && c.cursor < len(m.audit.order) {
+		m = m.openFrom(screenAuditRecord)
+		m.views.auditRecord = auditRecordScreen{id: m.audit.order[c.cursor].GetId()}
+		return m, nil, true
+	}
+	return m, nil, false
+}
+
+// View is the records on screen.
+func (c auditScreen) View(m Model, h int) string {
 	st := m.styles
 	a := m.audit
 	var lines []string
@@ -133,7 +167,7 @@ func (m Model) auditView(h int) string {
 			"  "+st.Muted.Render("view, or wf dlq redrive) lands here with who, when, what and why"))
 	case len(a.order) > 0:
 		shown, widths := layout(auditColumns, m.width)
-		l := m.lists[screenAudit]
+		l := c.list
 		lines = append(lines, renderHeader(st, auditColumns, shown, widths))
 		rows := max(h-len(lines), 1)
 		// The error line above the table takes a row the cursor's
@@ -147,19 +181,37 @@ func (m Model) auditView(h int) string {
 	return strings.Join(lines, "\n")
 }
 
-// selectedAudit is the record under the cursor of the audit screen.
-func (m Model) selectedAudit() *durablev1.AuditRecord {
-	c := m.lists[screenAudit].cursor
-	if c >= len(m.audit.order) {
-		return nil
-	}
-	return m.audit.order[c]
+// auditRecordScreen is one audit record in full, live as the record is
+// updated (a bulk redrive's record counts up as it goes).
+type auditRecordScreen struct {
+	id     int64
+	scroll int
 }
 
-// auditRecordView is one record in full, with the activities it touched.
-func (m Model) auditRecordView(h int) string {
+// Help lists the record's keys.
+func (c auditRecordScreen) Help(k KeyMap) (short, full []key.Binding) {
+	return []key.Binding{k.Back, k.Up, k.Down}, nil
+}
+
+// SetSize: the view keeps the scroll within the record.
+func (c auditRecordScreen) SetSize(m Model, _ int) Model { return m }
+
+// Update scrolls, and esc goes back to the log.
+func (c auditRecordScreen) Update(m Model, msg tea.KeyMsg) (Model, tea.Cmd, bool) {
+	if key.Matches(msg, m.keys.Back) {
+		return m.goBack(), nil, true
+	}
+	if s, ok := m.scrollBy(c.scroll, msg); ok {
+		m.views.auditRecord.scroll = s
+		return m, nil, true
+	}
+	return m, nil, false
+}
+
+// View is the record in full, with the activities it touched.
+func (c auditRecordScreen) View(m Model, h int) string {
 	st := m.styles
-	r := m.audit.byID[m.audit.open]
+	r := m.audit.byID[c.id]
 	if r == nil {
 		return "\n  " + st.Muted.Render("this record is no longer kept")
 	}
@@ -212,6 +264,6 @@ func (m Model) auditRecordView(h int) string {
 	case n < r.GetCount():
 		field(label, st.Muted.Render(fmt.Sprintf("… and %s more (a record names the first %d)", thousands(int(r.GetCount()-n)), n)))
 	}
-	from := min(m.audit.scroll, max(len(lines)-h, 0))
+	from := min(c.scroll, max(len(lines)-h, 0))
 	return strings.Join(lines[from:], "\n")
 }

@@ -41,55 +41,7 @@ func copyCmd(w io.Writer, text string) tea.Cmd {
 	}
 }
 
-// copyTarget is what y copies on the current screen, raw and as shown.
-func (m Model) copyTarget() (raw, shown string) {
-	switch m.screen {
-	case screenAttempts, screenDeadLetters:
-		if a := m.selectedActivity(); a != nil && isWorkflowTask(a) {
-			return a.GetWorkflowId(), activity.EscapeID(a.GetWorkflowId())
-		}
-		if a := m.selectedActivity(); a != nil {
-			return activityRef(a.GetWorkflowId(), a.GetActivityId())
-		}
-	case screenDetail:
-		if a := m.detailActivity(); a != nil {
-			return activityRef(a.GetWorkflowId(), a.GetActivityId())
-		}
-	case screenWorkflows:
-		if w := m.selectedWorkflow(); w != nil {
-			return w.GetWorkflowId(), activity.EscapeID(w.GetWorkflowId())
-		}
-	case screenTimeline:
-		return m.timeline.workflowID, activity.EscapeID(m.timeline.workflowID)
-	case screenOperations:
-		if op := m.selectedOp(); op != nil {
-			return op.GetId(), activity.EscapeID(op.GetId())
-		}
-	case screenOperation:
-		if op, ok := m.ops.get(m.ops.open); ok {
-			return op.GetId(), activity.EscapeID(op.GetId())
-		}
-	case screenQueues:
-		if c := m.lists[screenQueues].cursor; c < len(m.st.queues.list) {
-			name := m.st.queues.list[c].GetName()
-			return name, activity.EscapeID(name)
-		}
-	case screenQueue:
-		return m.st.queues.open, activity.EscapeID(m.st.queues.open)
-	}
-	return "", ""
-}
-
 // activityRef is "workflow_id/activity_id", the way wf names an activity.
 func activityRef(workflowID, activityID string) (raw, shown string) {
 	return workflowID + "/" + activityID, activity.EscapeID(workflowID) + "/" + activity.EscapeID(activityID)
-}
-
-// copySelected copies the id under the cursor and says what it copied.
-func (m Model) copySelected() (Model, tea.Cmd) {
-	raw, shown := m.copyTarget()
-	if raw == "" {
-		return m.say("nothing here to copy"), nil
-	}
-	return m.say("copied " + shown), copyCmd(m.p.Clipboard, raw)
 }

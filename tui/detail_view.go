@@ -2,6 +2,8 @@ package tui
 
 import (
 	"fmt"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
 	"strings"
 	"time"
 
@@ -15,15 +17,67 @@ import (
 // recentHistory is how many of the workflow's last events the detail shows.
 const recentHistory = 12
 
-// detailView is the selected activity in full. It reads the live activity,
-// so countdowns and heartbeats move while it is open.
-func (m Model) detailView(h int) string {
+// detailScreen is the selected activity in full. It reads the live
+// activity, so countdowns and heartbeats move while it is open, and once
+// the activity finishes, how it ended.
+type detailScreen struct{ detail }
+
+// Help lists the detail pane's keys.
+func (c detailScreen) Help(k KeyMap) (short, full []key.Binding) {
+	short = []key.Binding{k.Back, k.Up, k.Down, k.Redrive, k.Timeline}
+	return short, append(append([]key.Binding{}, short...), k.withReason(), k.Override, k.Copy)
+}
+
+// SetSize: the view keeps the scroll within the pane.
+func (c detailScreen) SetSize(m Model, _ int) Model { return m }
+
+// Update scrolls, redrives a dead letter, sets a policy override (p),
+// opens the workflow's timeline and copies the activity's id.
+func (c detailScreen) Update(m Model, msg tea.KeyMsg) (Model, tea.Cmd, bool) {
+	k := m.keys
+	if key.Matches(msg, k.Back) {
+		return m.goBack(), nil, true
+	}
+	if s, ok := m.scrollBy(c.scroll, msg); ok {
+		m.views.detail.scroll = s
+		return m, nil, true
+	}
+	a := m.detailActivity()
+	switch {
+	case a == nil:
+		return m, nil, false
+	case key.Matches(msg, k.Redrive):
+		if isDead(a) {
+			return m.askRedriveOf(a), nil, true
+		}
+		return m, nil, true
+	case key.Matches(msg, k.Override):
+		m, cmd := m.askOverride()
+		return m, cmd, true
+	case key.Matches(msg, k.Timeline):
+		m, cmd := m.openTimeline(a.GetWorkflowId())
+		return m, cmd, true
+	case key.Matches(msg, k.Copy):
+		m, cmd := m.copyID(activityRef(a.GetWorkflowId(), a.GetActivityId()))
+		return m, cmd, true
+	}
+	return m, nil, false
+}
+
+// Urgent reports whether the activity's countdown shows tenths.
+func (c detailScreen) Urgent(m Model, _ int) bool {
+	a := m.detailActivity()
+	return a != nil && waitOf(a, m.now).urgent
+}
+
+// View is the activity in full, from the scroll down.
+func (c detailScreen) View(m Model, h int) string {
 	a := m.detailActivity()
 	if a == nil {
 		return ""
 	}
 	lines := m.detailLines(a)
-	from := min(m.detail.scroll, max(len(lines)-h, 0))
+	from := min(c.scroll, max(len(lines)-h, 0))
 	return strings.Join(lines[from:], "\n")
 }
 
@@ -47,15 +101,15 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 
 	title := fmt.Sprintf("%s / %s %s", activity.EscapeID(a.GetWorkflowId()), activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType()))
 	fin := m.detailFinished()
-	if _, live := m.st.acts[m.detail.key]; !live {
+	if _, live := m.st.acts[m.views.detail.key]; !live {
 		if fin != nil {
 			title += st.Muted.Render(fmt.Sprintf("  (finished: %s %s)", finishedWord(fin.GetOutcome()), age(m.now, fin.GetFinishedTime())))
 		} else {
 			title += st.Muted.Render("  (no longer pending: completed or failed)")
 		}
 	}
-	if !m.detail.loading && m.detail.historyErr == "" {
-		title += st.Muted.Render(fmt.Sprintf("  · %d events in history, the last below", len(m.detail.history)))
+	if !m.views.detail.loading && m.views.detail.historyErr == "" {
+		title += st.Muted.Render(fmt.Sprintf("  · %d events in history, the last below", len(m.views.detail.history)))
 	}
 	lines = append(lines, st.Title.Render(title), "")
 
@@ -66,6 +120,8 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 	case fin != nil:
 		// Nothing is due any more: say how it ended instead.
 		state = finishedWord(fin.GetOutcome()) + fmt.Sprintf(" · after attempt %d of %d", a.GetAttempt(), a.GetMaxAttempts())
+	case w.stuck && a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_STARTED:
+		state += " · lease expired " + strings.TrimPrefix(w.countdown, "overdue ") + " ago"
 	case w.countdown != "" && a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_STARTED:
 		state += " · lease ends in " + w.countdown
 	case w.countdown != "":
@@ -135,20 +191,20 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 
 	lines = append(lines, "")
 	switch {
-	case m.detail.loading:
+	case m.views.detail.loading:
 		field("history", st.Muted.Render("loading…"))
-	case m.detail.historyErr != "":
-		field("history", st.Warning.Render(m.detail.historyErr))
+	case m.views.detail.historyErr != "":
+		field("history", st.Warning.Render(m.views.detail.historyErr))
 	default:
-		events := m.detail.history
+		events := m.views.detail.history
 		label := "history"
 		if len(events) > recentHistory {
 			label = fmt.Sprintf("last %d of %d", recentHistory, len(events))
 			events = events[len(events)-recentHistory:]
 		}
 		var origin time.Time
-		if len(m.detail.history) > 0 {
-			origin = m.detail.history[0].GetTime().AsTime()
+		if len(m.views.detail.history) > 0 {
+			origin = m.views.detail.history[0].GetTime().AsTime()
 		}
 		for _, e := range events {
 			field(label, eventLine(e, origin))
@@ -187,10 +243,10 @@ func (m Model) attemptLine(r *durablev1.AttemptRecord, fin *durablev1.FinishedAc
 // detailFinished is how the activity in the detail finished, once it has
 // and the daemon has said.
 func (m Model) detailFinished() *durablev1.FinishedActivity {
-	if _, live := m.st.acts[m.detail.key]; live {
+	if _, live := m.st.acts[m.views.detail.key]; live {
 		return nil
 	}
-	return m.detail.finished
+	return m.views.detail.finished
 }
 
 // finishedWord says how an activity finished, as the detail's title reads.
@@ -204,10 +260,7 @@ func finishedWord(outcome string) string {
 // optionsInForce are the options the activity's next decision uses, as the
 // daemon reports them; its code's options from a daemon that does not.
 func optionsInForce(a *durablev1.PendingActivity) *durablev1.ActivityOptions {
-	if in := a.GetOptionsInForce(); in != nil {
-		return in
-	}
-	return a.GetOptions()
+	return activity.OptionsInForce(a)
 }
 
 // overrideMarks returns what to write after each field of the policy in
@@ -291,36 +344,5 @@ func timeoutsLine(o *durablev1.ActivityOptions, mark func(string) string) string
 // times after the next are upper bounds: the daemon draws a full jitter below
 // each backoff, and an attempt's own run time comes on top.
 func retrySchedule(a *durablev1.PendingActivity, now time.Time) string {
-	n, maxN := int(a.GetAttempt()), int(a.GetMaxAttempts())
-	p := optionsInForce(a).GetRetryPolicy()
-	if a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED {
-		return fmt.Sprintf("gave up after attempt %d; a redrive starts again at attempt 1", n)
-	}
-	if maxN <= 0 {
-		return "unknown: no max attempts"
-	}
-	// Scheduled and retrying activities carry the number of the attempt that
-	// is due next; a started one, the attempt that is running.
-	var parts []string
-	var at time.Duration
-	next := n
-	switch a.GetState() {
-	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
-		if t := a.GetNextAttemptTime(); t != nil {
-			at = max(t.AsTime().Sub(now), 0)
-		}
-		parts = append(parts, fmt.Sprintf("attempt %d at +%s", next, span(at)))
-	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
-		parts = append(parts, fmt.Sprintf("if attempt %d fails:", n))
-	}
-	const shown = 5
-	for k := next + 1; k <= maxN; k++ {
-		at += activity.Backoff(p, k-1)
-		if k-next > shown {
-			parts = append(parts, "…")
-			break
-		}
-		parts = append(parts, fmt.Sprintf("attempt %d at ~+%s", k, span(at)))
-	}
-	return strings.Join(parts, " · ") + fmt.Sprintf(" · gives up after attempt %d", maxN)
+	return client.RetryScheduleOf(a, now).Words(span)
 }

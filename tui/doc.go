@@ -5,6 +5,14 @@
 // of operator actions, the daemon's operations, and its task queues with
 // their pollers and leases.
 //
+// Each screen is a component (component.go): a value with Update, View,
+// Help and SetSize that keeps its own place (cursor, scroll, what it has
+// open) and receives the console for what all screens share. The console
+// handles the keys every screen has (views, quit, help, reconnect, the
+// filter bar, dialogs) and forwards the rest to the active screen; the
+// header's tabs, the help bar, the filter and the clock's pace ask the
+// active screen rather than switching on which one it is.
+//
 // The console talks to the daemon only through Backend (NewBackend adapts a
 // client.Client), and only from the commands in commands.go, so tests drive
 // it with a fake. A bulk redrive is one call that starts a redrive operation:

@@ -20,17 +20,12 @@ type filter struct {
 	sel  client.Selection
 }
 
-// parseFilter reads text for screen s. An error names the word that could
-// not be read, or one that selects nothing on that screen.
-func parseFilter(text string, s screen) (filter, error) {
+// parseFilter reads text for the list c. An error names the word that
+// could not be read, or one that selects nothing there.
+func parseFilter(text string, c filtered) (filter, error) {
 	sel, err := client.ParseSelection(text)
 	if err == nil {
-		switch s {
-		case screenDeadLetters:
-			err = sel.ForDeadLetters()
-		case screenWorkflows:
-			err = sel.ForWorkflows()
-		}
+		err = c.Validate(filter{text: text, sel: sel})
 	}
 	if err != nil {
 		return filter{}, err
@@ -70,14 +65,14 @@ func (m Model) filterBarView() string {
 	case m.filterErr != "":
 		under = st.Warning.Render("✗ " + m.filterErr)
 	case m.filterText() != "":
-		under = st.Filter.Render(fmt.Sprintf("= %s · %s shown", m.filterCanonical(), thousands(m.listLen(m.screen))))
+		under = st.Filter.Render(fmt.Sprintf("= %s · %s shown", m.filterCanonical(), thousands(m.listLen())))
 	}
 	return ansi.Truncate(m.input.View(), m.width, "…") + "\n" + ansi.Truncate(under, m.width, "…")
 }
 
 // filterLine is the status line of a filter in force.
 func (m Model) filterLine() string {
-	return fmt.Sprintf("filter %s — %s shown · esc clears", m.filterCanonical(), thousands(m.listLen(m.screen)))
+	return fmt.Sprintf("filter %s — %s shown · esc clears", m.filterCanonical(), thousands(m.listLen()))
 }
 
 // clockMoved gives the lists the new time, and rebuilds a list whose filter

@@ -118,32 +118,27 @@ func (w wait) shortReason() string {
 }
 
 func waitOf(a *durablev1.PendingActivity, now time.Time) wait {
-	switch a.GetState() {
-	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
-		due, ok := dueTime(a)
-		if !ok {
+	n := client.NextOf(a, now)
+	switch n.Kind {
+	case client.NextBackoff:
+		return wait{countdown: span(n.Left), reason: "backoff", urgent: n.Left < 10*time.Second}
+	case client.NextDue:
+		if n.At.IsZero() {
 			return wait{reason: "queued"}
 		}
-		left := due.Sub(now)
-		if left > 0 {
-			return wait{countdown: span(left), reason: "backoff", urgent: left < 10*time.Second}
-		}
-		if over, _ := overdueFrom(a); now.After(over) {
-			// Counted from when it fell due: that is how long the work
-			// has been late.
-			return wait{countdown: "overdue " + span(-left), reason: "no worker polling", urgent: -left < 10*time.Second, stuck: true}
-		}
 		return wait{countdown: "due now", reason: "queued", urgent: true}
-	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
-		if a.GetLeaseDeadline() == nil {
+	case client.NextOverdue:
+		// Counted from when it fell due: that is how long the work has
+		// been late.
+		return wait{countdown: "overdue " + span(n.Late()), reason: "no worker polling", urgent: n.Late() < 10*time.Second, stuck: true}
+	case client.NextRunning:
+		if n.At.IsZero() {
 			return wait{reason: "lease"}
 		}
-		left := a.GetLeaseDeadline().AsTime().Sub(now)
-		if left < 0 {
-			return wait{countdown: "overdue " + span(-left), reason: "lease expired", urgent: -left < 10*time.Second, stuck: true}
-		}
-		return wait{countdown: span(left), reason: "lease", urgent: left < 10*time.Second}
-	case durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED:
+		return wait{countdown: span(n.Left), reason: "lease", urgent: n.Left < 10*time.Second}
+	case client.NextLeaseExpired:
+		return wait{countdown: "overdue " + span(n.Late()), reason: "lease expired", urgent: n.Late() < 10*time.Second, stuck: true}
+	case client.NextDeadLettered:
 		return wait{reason: "redrive"}
 	}
 	return wait{}

@@ -20,7 +20,7 @@ func (m Model) toggleDead() Model {
 // keepSelection runs change (which reorders the home view) and puts the
 // cursor back on the activity it was on, if it is still shown.
 func (m Model) keepSelection(change func()) Model {
-	l := &m.lists[screenAttempts]
+	l := &m.views.attempts.list
 	var key string
 	if l.cursor < m.st.attempts.set.Len() {
 		key = keyOf(m.st.attempts.set.At(l.cursor))
@@ -37,7 +37,7 @@ func (m Model) keepSelection(change func()) Model {
 func (m Model) nextStuck() Model {
 	set, home := m.st.attempts.set, &m.st.attempts.home
 	n := set.Len()
-	l := &m.lists[screenAttempts]
+	l := &m.views.attempts.list
 	for step := 1; step <= n; step++ {
 		i := (l.cursor + step) % n
 		if home.rank[set.At(i)].stuck() {
@@ -63,14 +63,11 @@ func (m Model) homeStatus() string {
 // taken before a change that may reorder them.
 func (m Model) selectedKeys() [2]string {
 	var out [2]string
-	for i, s := range []screen{screenAttempts, screenDeadLetters} {
-		set := m.st.attempts.set
-		if s == screenDeadLetters {
-			set = m.st.dead.set
-		}
-		if c := m.lists[s].cursor; c < set.Len() {
-			out[i] = keyOf(set.At(c))
-		}
+	if c := m.views.attempts.cursor; c < m.st.attempts.set.Len() {
+		out[0] = keyOf(m.st.attempts.set.At(c))
+	}
+	if c := m.views.dead.cursor; c < m.st.dead.set.Len() {
+		out[1] = keyOf(m.st.dead.set.At(c))
 	}
 	return out
 }
@@ -79,14 +76,11 @@ func (m Model) selectedKeys() [2]string {
 // moved around it (an urgency changed, a row came or went above it); a
 // cursor whose activity is gone stays where it was.
 func (m Model) followSelection(keys [2]string) Model {
-	for i, s := range []screen{screenAttempts, screenDeadLetters} {
-		set := m.st.attempts.set
-		if s == screenDeadLetters {
-			set = m.st.dead.set
-		}
-		if j := set.Index(keys[i]); keys[i] != "" && j >= 0 {
-			m.lists[s].cursor = j
-		}
+	if j := m.st.attempts.set.Index(keys[0]); keys[0] != "" && j >= 0 {
+		m.views.attempts.cursor = j
+	}
+	if j := m.st.dead.set.Index(keys[1]); keys[1] != "" && j >= 0 {
+		m.views.dead.cursor = j
 	}
 	return m
 }

@@ -7,6 +7,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/tinyllm/durable/activity"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
 // key routes a key press: the dialog first, then the filter input, then the
@@ -41,8 +42,12 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	return next, cmd
 }
 
-// screenKey does what a key means on the current screen.
+// screenKey does what a key means on the current screen: the screen's own
+// keys first, then those every screen shares.
 func (m Model) screenKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if next, cmd, ok := m.active().Update(m, msg); ok {
+		return next, cmd
+	}
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Quit):
@@ -50,106 +55,55 @@ func (m Model) screenKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.Help):
 		m.help.ShowAll = !m.help.ShowAll
 		return m.clampAll(), nil
-	case key.Matches(msg, k.Attempts):
-		return m.show(screenAttempts), nil
-	case key.Matches(msg, k.DeadLetter):
-		return m.show(screenDeadLetters), nil
-	case key.Matches(msg, k.Workflows):
-		return m.show(screenWorkflows), nil
-	case key.Matches(msg, k.Audit):
-		return m.show(screenAudit), nil
-	case key.Matches(msg, k.Operations):
-		return m.show(screenOperations), nil
-	case key.Matches(msg, k.Queues):
-		return m.show(screenQueues), nil
-	case key.Matches(msg, k.Stats):
-		return m.enterStats()
 	case key.Matches(msg, k.NextView):
 		current := m.screen
 		if !current.isList() {
 			current = m.back
 		}
-		next := (current + 1) % (lastList + 1)
-		if next == screenStats {
-			return m.enterStats()
-		}
-		return m.show(next), nil
-	case key.Matches(msg, k.Up):
-		return m.move(-1), nil
-	case key.Matches(msg, k.Down):
-		return m.move(1), nil
-	case key.Matches(msg, k.PageUp):
-		return m.move(-m.bodyRows()), nil
-	case key.Matches(msg, k.PageDown):
-		return m.move(m.bodyRows()), nil
-	case key.Matches(msg, k.Top):
-		return m.move(-1 << 30), nil
-	case key.Matches(msg, k.Bottom):
-		return m.move(1 << 30), nil
+		return m.show((current + 1) % (lastList + 1))
 	case key.Matches(msg, k.Back):
 		return m.escape(), nil
 	case key.Matches(msg, k.Filter):
-		if m.screen > screenWorkflows { // no filter on the audit log or a detail
-			return m, nil
+		if _, ok := m.active().(filtered); !ok {
+			return m, nil // no filter on the audit log or a detail
 		}
 		m.filtering = true
 		m.input.SetValue(m.filterText())
 		m.input.CursorEnd()
 		return m, m.input.Focus()
-	case key.Matches(msg, k.Open):
-		return m.open()
-	case key.Matches(msg, k.Group):
-		if m.screen == screenDeadLetters {
-			m.grouped = !m.grouped
-			return m.clampAll(), nil
-		}
-	case key.Matches(msg, k.Sort) && m.screen == screenAttempts:
-		return m.cycleSort(), nil
-	case key.Matches(msg, k.NextStuck) && m.screen == screenAttempts:
-		return m.nextStuck(), nil
-	case key.Matches(msg, k.HideDead) && m.screen == screenAttempts:
-		return m.toggleDead(), nil
-	case key.Matches(msg, k.Redrive):
-		return m.redriveSelected(), nil
-	case key.Matches(msg, k.RedriveAll):
-		return m.redriveAll(), nil
 	case key.Matches(msg, k.CancelOp):
-		return m.askCancel(m.cancelTarget()), nil
+		// Elsewhere than the operations, x is about the operation whose
+		// progress has the status line.
+		return m.askCancel(m.statusOp()), nil
 	case key.Matches(msg, k.Reconnect):
 		return m.reconnectNow()
-	case key.Matches(msg, k.Timeline):
-		return m.jumpToTimeline()
 	case key.Matches(msg, k.Copy):
-		return m.copySelected()
-	case key.Matches(msg, k.Override) && m.screen == screenDetail:
-		return m.askOverride()
+		return m.say("nothing here to copy"), nil
+	}
+	for i, b := range k.views() {
+		if s := screen(i); s <= lastList && key.Matches(msg, b) {
+			return m.show(s)
+		}
 	}
 	return m, nil
 }
 
 // show switches to a list screen.
-func (m Model) show(s screen) Model {
+func (m Model) show(s screen) (Model, tea.Cmd) {
+	was := m.screen
 	m.screen = s
-	return m.clamp(s)
+	m = m.clampAll()
+	if e, ok := m.active().(entered); ok && was != s {
+		return e.Enter(m)
+	}
+	return m, nil
 }
 
-// escape leaves the detail or timeline, or else clears the filter and grouping.
+// escape clears the filter of a list, if it has one.
 func (m Model) escape() Model {
-	switch m.screen {
-	case screenTimeline:
-		m.screen = m.timeline.from
-		return m
-	case screenDetail, screenAuditRecord, screenOperation, screenQueue:
-		m.screen = m.back
-		return m
-	}
 	if m.filterText() != "" {
 		m.input.SetValue("")
 		return m.setFilter("")
-	}
-	if m.screen == screenDeadLetters && m.grouped {
-		m.grouped = false
-		return m.clampAll()
 	}
 	return m
 }
@@ -180,13 +134,8 @@ func (m Model) filterKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 
 // currentFilter is the filter of the current list screen.
 func (m Model) currentFilter() filter {
-	switch m.screen {
-	case screenAttempts:
-		return m.st.attempts.filter
-	case screenDeadLetters:
-		return m.st.dead.filter
-	case screenWorkflows:
-		return m.st.wfFilter
+	if f, ok := m.active().(filtered); ok {
+		return f.Filter(m)
 	}
 	return filter{}
 }
@@ -202,113 +151,45 @@ func (m Model) filterText() string {
 // filterCanonical is the current filter in canonical words.
 func (m Model) filterCanonical() string { return m.currentFilter().canonical() }
 
+// listLen is the number of rows the current list shows under its filter.
+func (m Model) listLen() int {
+	if f, ok := m.active().(filtered); ok {
+		return f.Len(m)
+	}
+	return 0
+}
+
 // setFilter rebuilds the current list for a new filter and resets its
 // cursor. Words that do not read leave the list as it was and say why.
 func (m Model) setFilter(text string) Model {
-	f, err := parseFilter(text, m.screen)
+	c, ok := m.active().(filtered)
+	if !ok {
+		return m
+	}
+	f, err := parseFilter(text, c)
 	if err != nil {
 		m.filterErr = err.Error()
 		return m
 	}
 	m.filterErr = ""
-	if f.canonical() == m.filterCanonical() {
-		// Same selection (a space, a key's case): keep the cursor.
-		switch m.screen {
-		case screenAttempts:
-			m.st.attempts.filter.text = text
-		case screenDeadLetters:
-			m.st.dead.filter.text = text
-		case screenWorkflows:
-			m.st.wfFilter.text = text
-		}
-		return m
-	}
-	switch m.screen {
-	case screenAttempts:
-		m.st.refilterActivities(false, f)
-	case screenDeadLetters:
-		m.st.refilterActivities(true, f)
-		m.groupList = list{}
-	case screenWorkflows:
-		m.st.refilterWorkflows(f)
-	default:
-		return m
-	}
-	m.lists[m.screen] = list{}
-	return m.clamp(m.screen)
+	// Same selection (a space, a key's case): keep the cursor.
+	return c.SetFilter(m, f, f.canonical() == m.filterCanonical())
 }
 
-// open drills down: an activity to its detail, a group to its letters, a
-// workflow to its timeline. History is fetched here, once per open.
-func (m Model) open() (tea.Model, tea.Cmd) {
-	switch m.screen {
-	case screenAttempts, screenDeadLetters:
-		if g := m.selectedGroup(); g != nil {
-			return m.openGroup(g), nil
-		}
-		a := m.selectedActivity()
-		if a == nil {
-			return m, nil
-		}
-		if isWorkflowTask(a) {
-			// The cause of a stalled workflow task is its queue.
-			return m.openQueue(a.GetTaskQueue()), nil
-		}
-		m.back, m.screen = m.screen, screenDetail
-		m.detail = detail{key: keyOf(a), last: a, loading: true}
-		return m, historyCmd(m.p.Context, m.p.Backend, a.GetWorkflowId())
-	case screenWorkflows:
-		return m.jumpToTimeline()
-	case screenAudit:
-		if r := m.selectedAudit(); r != nil {
-			m.back, m.screen = m.screen, screenAuditRecord
-			m.audit.open, m.audit.scroll = r.GetId(), 0
-		}
-	case screenOperations:
-		if op := m.selectedOp(); op != nil {
-			m.back, m.screen = m.screen, screenOperation
-			m.ops.open, m.ops.scroll = op.GetId(), 0
-		}
-	case screenQueues:
-		if c := m.lists[screenQueues].cursor; c < len(m.st.queues.list) {
-			return m.openQueue(m.st.queues.list[c].GetName()), nil
-		}
+// openActivity drills down from an activity row: to its detail, or for a
+// stalled workflow task, to its queue. History is fetched here, once per
+// open.
+func (m Model) openActivity(a *durablev1.PendingActivity) (Model, tea.Cmd) {
+	if isWorkflowTask(a) {
+		// The cause of a stalled workflow task is its queue.
+		return m.openQueue(a.GetTaskQueue()), nil
 	}
-	return m, nil
+	m = m.openFrom(screenDetail)
+	m.views.detail = detailScreen{detail: detail{key: keyOf(a), last: a, loading: true}}
+	return m, historyCmd(m.p.Context, m.p.Backend, a.GetWorkflowId())
 }
 
-// redriveSelected asks to redrive the letter (or group) under the cursor, or
-// the one in the detail pane.
-func (m Model) redriveSelected() Model {
-	switch m.screen {
-	case screenDeadLetters:
-		if g := m.selectedGroup(); g != nil {
-			return m.askGroup(g)
-		}
-		if a := m.selectedActivity(); a != nil {
-			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", activity.EscapeID(a.GetWorkflowId()), activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType())), false)
-		}
-	case screenDetail:
-		if a := m.detailActivity(); a != nil && isDead(a) {
-			return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", activity.EscapeID(a.GetWorkflowId()), activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType())), false)
-		}
-	}
-	return m
-}
-
-// redriveAll asks to redrive every letter the dead-letter view shows: the
-// selected group when grouped, else everything matching the filter.
-func (m Model) redriveAll() Model {
-	if m.screen != screenDeadLetters {
-		return m
-	}
-	if g := m.selectedGroup(); g != nil {
-		return m.askGroup(g)
-	}
-	set := m.st.dead.set
-	refs := make([]ref, 0, set.Len())
-	for i := 0; i < set.Len(); i++ {
-		refs = append(refs, refOf(set.At(i)))
-	}
-	return m.askSelection(refs, m.st.dead.filter.sel)
+// askRedriveOf asks to redrive one letter.
+func (m Model) askRedriveOf(a *durablev1.PendingActivity) Model {
+	return m.askRedrive([]ref{refOf(a)}, fmt.Sprintf("%s / %s %s", activity.EscapeID(a.GetWorkflowId()), activity.EscapeID(a.GetActivityId()), activity.EscapeID(a.GetActivityType())), false)
 }

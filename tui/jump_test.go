@@ -246,8 +246,8 @@ func TestWOpensTheWorkflowsTimelineAndEscComesBack(t *testing.T) {
 			}
 			before := cb.readsOf(c.wf)
 			m, _ = settle(t, m, keyMsg("w"))
-			if m.screen != screenTimeline || m.timeline.workflowID != c.wf {
-				t.Fatalf("after w: screen %d showing %q, want the timeline of %s", m.screen, m.timeline.workflowID, c.wf)
+			if m.screen != screenTimeline || m.views.timeline.workflowID != c.wf {
+				t.Fatalf("after w: screen %d showing %q, want the timeline of %s", m.screen, m.views.timeline.workflowID, c.wf)
 			}
 			if got := cb.readsOf(c.wf); got != before+1 {
 				t.Fatalf("%d reads of %s's history, want 1", got-before, c.wf)
@@ -269,7 +269,7 @@ func TestWOpensTheWorkflowsTimelineAndEscComesBack(t *testing.T) {
 					t.Fatalf("a second esc went to screen %d, want the home view", m.screen)
 				}
 			}
-			if got := m.lists[list].cursor; got != c.cursor {
+			if got := listCursor(m, list); got != c.cursor {
 				t.Fatalf("cursor at %d after coming back, want %d", got, c.cursor)
 			}
 		})
@@ -336,9 +336,9 @@ func TestTimelineReadsAgainAsItsWorkflowChanges(t *testing.T) {
 	}
 	// The wait is over: one read for the whole burst, and nothing after.
 	m, held = settle(t, m, timers[0])
-	if got := cb.readsOf("order-1001"); got != 3 || len(held) != 0 || m.timeline.waiting || m.timeline.stale {
+	if got := cb.readsOf("order-1001"); got != 3 || len(held) != 0 || m.views.timeline.waiting || m.views.timeline.stale {
 		t.Fatalf("after the wait: %d reads, %d timers, waiting %v, stale %v; want 3 and nothing pending",
-			got, len(held), m.timeline.waiting, m.timeline.stale)
+			got, len(held), m.views.timeline.waiting, m.views.timeline.stale)
 	}
 	// Gone from the timeline, nothing reads it.
 	m = press(m, "esc")
@@ -361,8 +361,8 @@ func TestTimelineReadsAgainAfterAChangeDuringARead(t *testing.T) {
 	m = next.(Model)
 	answer := run(cmd) // read 1, its answer not yet applied
 	m, held := settle(t, m, event(m, time.Second, upsert(retryingAt("order-1001", t0.Add(time.Minute)))))
-	if len(held) != 0 || !m.timeline.stale {
-		t.Fatalf("an event during the read: stale %v, %d timers; want it marked and no timer yet", m.timeline.stale, len(held))
+	if len(held) != 0 || !m.views.timeline.stale {
+		t.Fatalf("an event during the read: stale %v, %d timers; want it marked and no timer yet", m.views.timeline.stale, len(held))
 	}
 	m, held = settle(t, m, answer[0])
 	if got := cb.readsOf("order-1001"); got != 2 || len(held) != 0 {
@@ -382,25 +382,38 @@ func TestTimelineFollowsOnlyFromTheBottom(t *testing.T) {
 	}
 	m, _ = settle(t, m, keyMsg("w"))
 	rows := m.timelineRows()
-	if m.timeline.scroll != 0 || rows >= 40 {
-		t.Fatalf("opened at scroll %d with %d rows; want the top of a history longer than the screen", m.timeline.scroll, rows)
+	if m.views.timeline.scroll != 0 || rows >= 40 {
+		t.Fatalf("opened at scroll %d with %d rows; want the top of a history longer than the screen", m.views.timeline.scroll, rows)
 	}
 	m = press(m, "j")
 	cb.setHistory("order-1001", 45)
 	m, _ = settle(t, m, event(m, time.Second, upsert(retryingAt("order-1001", t0.Add(time.Minute)))))
-	if m.timeline.scroll != 1 || len(m.timeline.events) != 45 {
-		t.Fatalf("in the middle: scroll %d with %d events, want 1 and 45", m.timeline.scroll, len(m.timeline.events))
+	if m.views.timeline.scroll != 1 || len(m.views.timeline.events) != 45 {
+		t.Fatalf("in the middle: scroll %d with %d events, want 1 and 45", m.views.timeline.scroll, len(m.views.timeline.events))
 	}
 	m = press(m, "G")
-	if want := 45 - rows; m.timeline.scroll != want {
-		t.Fatalf("G: scroll %d, want %d", m.timeline.scroll, want)
+	if want := 45 - rows; m.views.timeline.scroll != want {
+		t.Fatalf("G: scroll %d, want %d", m.views.timeline.scroll, want)
 	}
 	cb.setHistory("order-1001", 50)
 	m, _ = settle(t, m, event(m, 2*time.Second, upsert(retryingAt("order-1001", t0.Add(time.Minute)))))
-	if want := 50 - rows; m.timeline.scroll != want {
-		t.Fatalf("at the bottom: scroll %d after 5 more events, want %d", m.timeline.scroll, want)
+	if want := 50 - rows; m.views.timeline.scroll != want {
+		t.Fatalf("at the bottom: scroll %d after 5 more events, want %d", m.views.timeline.scroll, want)
 	}
 	if v := ansi.Strip(m.View()); !strings.Contains(v, fmt.Sprintf(" %-4d ", 50)) {
 		t.Fatalf("the newest event is not on screen:\n%s", v)
 	}
+}
+
+// listCursor is the cursor of list screen s.
+func listCursor(m Model, s screen) int {
+	switch s {
+	case screenAttempts:
+		return m.views.attempts.cursor
+	case screenDeadLetters:
+		return m.views.dead.cursor
+	case screenWorkflows:
+		return m.views.workflows.cursor
+	}
+	panic(fmt.Sprintf("no cursor kept for screen %d", s))
 }

@@ -110,45 +110,9 @@ func (k KeyMap) writes() []key.Binding {
 	return []key.Binding{k.Redrive, k.RedriveAll, k.CancelOp, k.EditReason, k.Override}
 }
 
-func (k KeyMap) forScreen(s screen) screenKeys {
+func (k KeyMap) forScreen(c component) screenKeys {
 	global := []key.Binding{k.Help, k.Quit}
-	// On ?, the dialog's e is listed after the keys that open the dialog.
-	reason := k.EditReason
-	reason.SetHelp("e", "…with a reason")
-	var own, full []key.Binding // full: what ? lists, when more than own
-	switch s {
-	case screenAttempts:
-		own = []key.Binding{k.NextStuck, k.Sort, k.Open, k.Filter}
-		full = []key.Binding{k.NextStuck, k.Sort, k.HideDead, k.Open, k.Timeline, k.Copy, k.Filter}
-	case screenDeadLetters:
-		own = []key.Binding{k.Redrive, k.RedriveAll, k.Group, k.Open, k.Filter}
-		full = []key.Binding{k.Redrive, k.RedriveAll, reason, k.CancelOp, k.Group, k.Open, k.Timeline, k.Copy, k.Filter}
-	case screenWorkflows:
-		own = []key.Binding{k.Open, k.Filter}
-		full = []key.Binding{k.Open, k.Copy, k.Filter}
-	case screenDetail:
-		own = []key.Binding{k.Back, k.Up, k.Down, k.Redrive, k.Timeline}
-		full = append(append([]key.Binding{}, own...), reason, k.Override, k.Copy)
-	case screenTimeline:
-		own = []key.Binding{k.Back, k.Up, k.Down}
-		full = []key.Binding{k.Back, k.Up, k.Down, k.Copy}
-	case screenAudit:
-		own = []key.Binding{k.Open}
-	case screenOperations:
-		own = []key.Binding{k.Open, k.CancelOp}
-		full = []key.Binding{k.Open, k.CancelOp, reason, k.Copy}
-	case screenAuditRecord:
-		own = []key.Binding{k.Back, k.Up, k.Down}
-	case screenQueues:
-		own = []key.Binding{k.Open}
-		full = []key.Binding{k.Open, k.Copy}
-	case screenQueue:
-		own = []key.Binding{k.Back, k.Up, k.Down}
-		full = []key.Binding{k.Back, k.Up, k.Down, k.Copy}
-	case screenOperation:
-		own = []key.Binding{k.Back, k.CancelOp, k.Up, k.Down}
-		full = append(append([]key.Binding{}, own...), reason, k.Copy)
-	}
+	own, full := c.Help(k)
 	if full == nil {
 		full = own
 	}
@@ -156,6 +120,14 @@ func (k KeyMap) forScreen(s screen) screenKeys {
 		short: append(append([]key.Binding{}, own...), global...),
 		full:  [][]key.Binding{full, k.navigation(), k.views(), append([]key.Binding{k.Back}, global...)},
 	}
+}
+
+// withReason is the dialog's e, listed on ? after the keys that open a
+// dialog.
+func (k KeyMap) withReason() key.Binding {
+	reason := k.EditReason
+	reason.SetHelp("e", "…with a reason")
+	return reason
 }
 
 // forDialog is the help of a dialog: what y, e, enter and esc do there,

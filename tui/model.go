@@ -32,6 +32,8 @@ const (
 	screenAuditRecord
 	screenOperation
 	screenQueue
+	// screenCount is the number of screens.
+	screenCount
 )
 
 // lastList is the last list screen: tab goes round to the first after it.
@@ -94,13 +96,7 @@ type conn struct {
 	writes *durablev1.WritesState
 }
 
-// list is the cursor of one list screen.
-type list struct {
-	cursor int
-	offset int
-}
-
-// detail is the activity detail pane.
+// detail is the activity detail pane's own state.
 type detail struct {
 	key        string
 	last       *durablev1.PendingActivity  // shown if the activity goes away
@@ -153,23 +149,21 @@ type Model struct {
 	st   *state
 	conn conn
 
+	// screen is the active component of views; back is the list under a
+	// detail, an audit record, an operation, a queue or a timeline (esc
+	// from a timeline goes to where it was opened from).
 	screen    screen
-	back      screen // the list under a detail, an audit record, an operation or a timeline (esc from a timeline goes to timeline.from)
-	lists     [lastList + 1]list
-	grouped   bool
-	groupList list
+	back      screen
+	views     views
 	filtering bool
 	// filterErr is why the words typed in the filter bar do not read.
 	filterErr string
 
-	detail   detail
-	timeline timeline
-	audit    *auditLog
-	stats    statsLog
-	ops      *opLog
-	confirm  *confirm
-	job      *redriveJob // the redrive being waited on, if any
-	jobs     int         // redrives started, for telling answers apart
+	audit   *auditLog
+	ops     *opLog
+	confirm *confirm
+	job     *redriveJob // the redrive being waited on, if any
+	jobs    int         // redrives started, for telling answers apart
 	// follow are the operations this console started that have not been
 	// seen finishing, oldest first: the newest running one has the status
 	// line, and each says how it ended when it does.

@@ -5,20 +5,6 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
-// cancelTarget is the operation x is about here: the one under the cursor
-// of the operations screen or shown in full, and elsewhere the one whose
-// progress has the status line.
-func (m Model) cancelTarget() *durablev1.Operation {
-	switch m.screen {
-	case screenOperations:
-		return m.selectedOp()
-	case screenOperation:
-		op, _ := m.ops.get(m.ops.open)
-		return op
-	}
-	return m.statusOp()
-}
-
 // askCancel opens the dialog before cancelling op, or says why there is
 // nothing to cancel.
 func (m Model) askCancel(op *durablev1.Operation) Model {

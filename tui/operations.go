@@ -16,10 +16,6 @@ const opsKeep = 1000
 // the daemon's operations, the snapshot's and every upsert after it.
 type opLog struct {
 	set *sortedSet[*durablev1.Operation] // opLess: newest first
-	// open is the operation shown in full; it stays live as progress
-	// arrives.
-	open   string
-	scroll int
 }
 
 func newOpLog() *opLog {
@@ -187,7 +183,7 @@ func (m Model) settle() Model {
 		case !ok && m.conn.synced:
 			m = m.warn(id + " is no longer known to the daemon")
 		case ok && !isRunning(op):
-			m = m.say(opOutcome(op))
+			m = m.sayOutcome(op)
 		default:
 			keep = append(keep, id)
 		}

@@ -2,6 +2,9 @@ package tui
 
 import (
 	"fmt"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/tinyllm/durable/activity"
 	"math"
 	"strconv"
 	"strings"
@@ -249,8 +252,57 @@ func (m Model) opCells(op *durablev1.Operation) []cell {
 	}
 }
 
-// operationsView lists the operations the daemon told of, newest first.
-func (m Model) operationsView(h int) string {
+// operationsScreen lists the operations the daemon told of, newest first.
+type operationsScreen struct{ list }
+
+// Tab is "ops", without a count.
+func (c operationsScreen) Tab(Model) (name, count string) { return "ops", "" }
+
+// Help lists the operations view's keys.
+func (c operationsScreen) Help(k KeyMap) (short, full []key.Binding) {
+	return []key.Binding{k.Open, k.CancelOp}, []key.Binding{k.Open, k.CancelOp, k.withReason(), k.Copy}
+}
+
+// SetSize keeps the cursor on an operation and the operation on screen.
+func (c operationsScreen) SetSize(m Model, rows int) Model {
+	m.views.operations.list = c.list.clamp(m.ops.set.Len(), rows)
+	return m
+}
+
+// Update answers the operations view's keys: enter opens one, x cancels
+// it.
+func (c operationsScreen) Update(m Model, msg tea.KeyMsg) (Model, tea.Cmd, bool) {
+	if l, ok := m.moveList(c.list, msg, m.ops.set.Len()); ok {
+		m.views.operations.list = l
+		return m, nil, true
+	}
+	op := c.selected(m)
+	switch {
+	case key.Matches(msg, m.keys.CancelOp):
+		return m.askCancel(op), nil, true
+	case op == nil:
+		return m, nil, false
+	case key.Matches(msg, m.keys.Open):
+		m = m.openFrom(screenOperation)
+		m.views.operation = operationScreen{id: op.GetId()}
+		return m, nil, true
+	case key.Matches(msg, m.keys.Copy):
+		m, cmd := m.copyID(op.GetId(), activity.EscapeID(op.GetId()))
+		return m, cmd, true
+	}
+	return m, nil, false
+}
+
+// selected is the operation under the cursor, nil on an empty list.
+func (c operationsScreen) selected(m Model) *durablev1.Operation {
+	if c.cursor >= m.ops.set.Len() {
+		return nil
+	}
+	return m.ops.set.At(c.cursor)
+}
+
+// View is the operations on screen.
+func (c operationsScreen) View(m Model, h int) string {
 	st := m.styles
 	set := m.ops.set
 	if set.Len() == 0 {
@@ -262,27 +314,51 @@ func (m Model) operationsView(h int) string {
 			"  " + st.Muted.Render("view (or wf dlq redrive --all) starts one; wf ops list shows older ones")}, "\n")
 	}
 	shown, widths := layout(opColumns, m.width)
-	l := m.lists[screenOperations]
 	lines := []string{renderHeader(st, opColumns, shown, widths)}
-	for i, op := range set.Window(l.offset, h-1) {
-		lines = append(lines, renderRow(st, m.opCells(op), shown, widths, l.offset+i == l.cursor))
+	for i, op := range set.Window(c.offset, h-1) {
+		lines = append(lines, renderRow(st, m.opCells(op), shown, widths, c.offset+i == c.cursor))
 	}
 	return strings.Join(lines, "\n")
 }
 
-// selectedOp is the operation under the cursor of the operations screen.
-func (m Model) selectedOp() *durablev1.Operation {
-	c := m.lists[screenOperations].cursor
-	if c >= m.ops.set.Len() {
-		return nil
-	}
-	return m.ops.set.At(c)
+// operationScreen is one operation in full, live as its progress arrives.
+type operationScreen struct {
+	id     string
+	scroll int
 }
 
-// operationView is one operation in full, live.
-func (m Model) operationView(h int) string {
+// Help lists the operation's keys.
+func (c operationScreen) Help(k KeyMap) (short, full []key.Binding) {
+	short = []key.Binding{k.Back, k.CancelOp, k.Up, k.Down}
+	return short, append(append([]key.Binding{}, short...), k.withReason(), k.Copy)
+}
+
+// SetSize: the view keeps the scroll within the operation.
+func (c operationScreen) SetSize(m Model, _ int) Model { return m }
+
+// Update scrolls, cancels the operation with x, and esc goes back.
+func (c operationScreen) Update(m Model, msg tea.KeyMsg) (Model, tea.Cmd, bool) {
+	op, _ := m.ops.get(c.id)
+	switch {
+	case key.Matches(msg, m.keys.Back):
+		return m.goBack(), nil, true
+	case key.Matches(msg, m.keys.CancelOp):
+		return m.askCancel(op), nil, true
+	case key.Matches(msg, m.keys.Copy) && op != nil:
+		m, cmd := m.copyID(op.GetId(), activity.EscapeID(op.GetId()))
+		return m, cmd, true
+	}
+	if s, ok := m.scrollBy(c.scroll, msg); ok {
+		m.views.operation.scroll = s
+		return m, nil, true
+	}
+	return m, nil, false
+}
+
+// View is the operation in full.
+func (c operationScreen) View(m Model, h int) string {
 	st := m.styles
-	op, ok := m.ops.get(m.ops.open)
+	op, ok := m.ops.get(c.id)
 	if !ok {
 		return "\n  " + st.Muted.Render("this operation is no longer kept")
 	}
@@ -369,7 +445,7 @@ func (m Model) operationView(h int) string {
 			lines = append(lines, "  "+st.Muted.Render(l))
 		}
 	}
-	from := min(m.ops.scroll, max(len(lines)-h, 0))
+	from := min(c.scroll, max(len(lines)-h, 0))
 	return strings.Join(lines[from:], "\n")
 }
 

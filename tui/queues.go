@@ -18,9 +18,6 @@ type queues struct {
 	// known: the daemon sent a list (one that does not report its queues
 	// never does), so that nopoller can follow its rule.
 	known bool
-	// open is the queue whose pollers and leases are shown, by name.
-	open   string
-	scroll int
 }
 
 // set replaces the list.

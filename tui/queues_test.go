@@ -106,10 +106,9 @@ func TestStalledWorkflowTaskSurvivesAFilterAndOpensItsQueue(t *testing.T) {
 	if rows := homeRows(m); len(rows) != 1 || rows[0] != "order-2001/" {
 		t.Fatalf("filtered rows %v, want the stalled task alone", rows)
 	}
-	next, _ := m.open()
-	m = next.(Model)
-	if m.screen != screenQueue || m.st.queues.open != "orders-eu" {
-		t.Fatalf("enter on the row opened screen %d queue %q, want the queue orders-eu", m.screen, m.st.queues.open)
+	m = press(m, "enter")
+	if m.screen != screenQueue || m.views.queue.name != "orders-eu" {
+		t.Fatalf("enter on the row opened screen %d queue %q, want the queue orders-eu", m.screen, m.views.queue.name)
 	}
 	m = press(m, "esc")
 	if m.screen != screenAttempts {
@@ -133,13 +132,13 @@ func TestQueuesScreenPutsTheStalledQueueFirstAndReplacesTheListWhole(t *testing.
 	m = press(m, "6")
 	m = press(m, "j")
 	m = press(m, "j")
-	if c := m.lists[screenQueues].cursor; m.st.queues.list[c].GetName() != "reports" {
+	if c := m.views.queues.cursor; m.st.queues.list[c].GetName() != "reports" {
 		t.Fatalf("cursor on %q, want reports", m.st.queues.list[c].GetName())
 	}
 	qs := fixtureQueues().GetTaskQueues()
 	qs = append(qs, &durablev1.TaskQueue{Name: "billing", Stalled: true})
 	m = feed(m, queueUpsert(qs...))
-	if c := m.lists[screenQueues].cursor; m.st.queues.list[c].GetName() != "reports" {
+	if c := m.views.queues.cursor; m.st.queues.list[c].GetName() != "reports" {
 		t.Fatalf("after billing stalled the cursor is on %q, want reports", m.st.queues.list[c].GetName())
 	}
 	m = feed(m, queueUpsert(&durablev1.TaskQueue{Name: "solo"}))
@@ -157,11 +156,11 @@ func TestCopyOnAStalledRowOrAQueueTakesTheWorkflowIDOrTheQueueName(t *testing.T)
 	evs := snapshot(nil, []*durablev1.WorkflowInfo{stalledWorkflow()})
 	evs[1].TaskQueues = fixtureQueues()
 	m := feed(setup(t, &fakeBackend{}, Params{}), evs...)
-	if raw, _ := m.copyTarget(); raw != "order-2001" {
-		t.Fatalf("y on the stalled row copies %q, want the workflow id", raw)
+	if got := press(m, "y").flash.text; got != "copied order-2001" {
+		t.Fatalf("y on the stalled row says %q, want the workflow id copied", got)
 	}
 	m = press(m, "6")
-	if raw, _ := m.copyTarget(); raw != "orders-eu" {
-		t.Fatalf("y on the queues screen copies %q, want the queue", raw)
+	if got := press(m, "y").flash.text; got != "copied orders-eu" {
+		t.Fatalf("y on the queues screen says %q, want the queue copied", got)
 	}
 }

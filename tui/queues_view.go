@@ -2,6 +2,8 @@ package tui
 
 import (
 	"fmt"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
 	"strings"
 
 	"github.com/tinyllm/durable/activity"
@@ -42,39 +44,105 @@ func (m Model) queueCells(st *Styles, q *durablev1.TaskQueue) []cell {
 	}
 }
 
-func (m Model) queuesView(h int) string {
+// queuesScreen lists the task queues, those with work and no poller first.
+type queuesScreen struct{ list }
+
+// Tab is "queues" and how many the daemon lists.
+func (c queuesScreen) Tab(m Model) (name, count string) {
+	return "queues", tabCount(len(m.st.queues.list))
+}
+
+// Help lists the queues view's keys.
+func (c queuesScreen) Help(k KeyMap) (short, full []key.Binding) {
+	return []key.Binding{k.Open}, []key.Binding{k.Open, k.Copy}
+}
+
+// SetSize keeps the cursor on a queue and the queue on screen.
+func (c queuesScreen) SetSize(m Model, rows int) Model {
+	m.views.queues.list = c.list.clamp(len(m.st.queues.list), rows)
+	return m
+}
+
+// Update answers the queues view's keys: enter opens a queue.
+func (c queuesScreen) Update(m Model, msg tea.KeyMsg) (Model, tea.Cmd, bool) {
+	if l, ok := m.moveList(c.list, msg, len(m.st.queues.list)); ok {
+		m.views.queues.list = l
+		return m, nil, true
+	}
+	if c.cursor >= len(m.st.queues.list) {
+		return m, nil, false
+	}
+	name := m.st.queues.list[c.cursor].GetName()
+	switch {
+	case key.Matches(msg, m.keys.Open):
+		return m.openQueue(name), nil, true
+	case key.Matches(msg, m.keys.Copy):
+		m, cmd := m.copyID(name, activity.EscapeID(name))
+		return m, cmd, true
+	}
+	return m, nil, false
+}
+
+// View is the queues on screen.
+func (c queuesScreen) View(m Model, h int) string {
 	if len(m.st.queues.list) == 0 {
 		if !m.conn.synced {
 			return ""
 		}
 		return "\n  " + m.styles.Muted.Render("no task queues: no work, no leases and no poller seen in the last five minutes")
 	}
-	l := m.lists[screenQueues]
-	end := min(l.offset+max(h-1, 0), len(m.st.queues.list))
+	end := min(c.offset+max(h-1, 0), len(m.st.queues.list))
 	st := m.styles
-	rows := make([][]cell, 0, end-l.offset)
-	for _, q := range m.st.queues.list[l.offset:end] {
+	rows := make([][]cell, 0, end-c.offset)
+	for _, q := range m.st.queues.list[c.offset:end] {
 		rows = append(rows, m.queueCells(&st, q))
 	}
-	return renderTable(m.styles, queueColumns, rows, m.width, l.cursor-l.offset)
+	return renderTable(m.styles, queueColumns, rows, m.width, c.cursor-c.offset)
 }
 
 // openQueue shows a queue's pollers and leases.
 func (m Model) openQueue(name string) Model {
-	back := m.screen
-	if !back.isList() {
-		back = m.back
-	}
-	m.back, m.screen = back, screenQueue
-	m.st.queues.open, m.st.queues.scroll = name, 0
+	m = m.openFrom(screenQueue)
+	m.views.queue = queueScreen{name: name}
 	return m
 }
 
-// queueView is one queue: its row, who polls it, who holds its leases and
-// the workflows whose task waits in it.
-func (m Model) queueView(h int) string {
+// queueScreen is one queue: its row, who polls it, who holds its leases
+// and the workflows whose task waits in it.
+type queueScreen struct {
+	name   string
+	scroll int
+}
+
+// Help lists the queue's keys.
+func (c queueScreen) Help(k KeyMap) (short, full []key.Binding) {
+	short = []key.Binding{k.Back, k.Up, k.Down}
+	return short, append(append([]key.Binding{}, short...), k.Copy)
+}
+
+// SetSize: the view keeps the scroll within the queue.
+func (c queueScreen) SetSize(m Model, _ int) Model { return m }
+
+// Update scrolls, copies the queue's name, and esc goes back.
+func (c queueScreen) Update(m Model, msg tea.KeyMsg) (Model, tea.Cmd, bool) {
+	switch {
+	case key.Matches(msg, m.keys.Back):
+		return m.goBack(), nil, true
+	case key.Matches(msg, m.keys.Copy):
+		m, cmd := m.copyID(c.name, activity.EscapeID(c.name))
+		return m, cmd, true
+	}
+	if s, ok := m.scrollBy(c.scroll, msg); ok {
+		m.views.queue.scroll = s
+		return m, nil, true
+	}
+	return m, nil, false
+}
+
+// View is the queue in full.
+func (c queueScreen) View(m Model, h int) string {
 	st := m.styles
-	name := m.st.queues.open
+	name := c.name
 	q := m.st.queueOf(name)
 	lines := []string{st.Label.Render("task queue " + activity.EscapeID(name))}
 	if q == nil {
@@ -131,7 +199,7 @@ func (m Model) queueView(h int) string {
 		}
 	}
 	lines = strings.Split(strings.Join(lines, "\n"), "\n")
-	scroll := min(m.st.queues.scroll, max(len(lines)-h, 0))
+	scroll := min(c.scroll, max(len(lines)-h, 0))
 	return strings.Join(lines[scroll:], "\n")
 }
 
@@ -187,20 +255,6 @@ func queueShortStatus(q *durablev1.TaskQueue) string {
 	return ""
 }
 
-// selectedStall is what the stalled workflow task under the home view's
-// cursor waits on, in full (its row may have to cut it); "" when the
-// cursor is on an activity.
-func (m Model) selectedStall() string {
-	a := m.selectedActivity()
-	if m.screen != screenAttempts || a == nil || !isWorkflowTask(a) {
-		return ""
-	}
-	if w, ok := m.st.workflowTaskWait(a.GetWorkflowId()); ok {
-		return w.String(m.now)
-	}
-	return ""
-}
-
 // readyText is "1 ready, 1 later".
 func readyText(b *durablev1.TaskBacklog) string {
 	s := fmt.Sprintf("%d ready", b.GetReady())
@@ -213,7 +267,7 @@ func readyText(b *durablev1.TaskBacklog) string {
 // putQueues takes a new queue list, keeping the queues screen's cursor on
 // the queue it was on as the order changes.
 func (m Model) putQueues(list []*durablev1.TaskQueue) Model {
-	l := &m.lists[screenQueues]
+	l := &m.views.queues.list
 	name := ""
 	if l.cursor < len(m.st.queues.list) {
 		name = m.st.queues.list[l.cursor].GetName()

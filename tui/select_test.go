@@ -70,7 +70,7 @@ func TestFilterBarReadsTheSelection(t *testing.T) {
 	letters, _ := timeoutLetters()
 	m := setup(t, &fakeBackend{}, Params{})
 	m = m.apply(snapshot(letters, nil)[0]).apply(snapshot(letters, nil)[1])
-	m = m.show(screenDeadLetters)
+	m, _ = m.show(screenDeadLetters)
 	m.filtering = true
 	m.input.Focus()
 
@@ -78,12 +78,12 @@ func TestFilterBarReadsTheSelection(t *testing.T) {
 	if got, want := m.filterCanonical(), "type:HeartbeatTimeout act:ChargeCard"; got != want {
 		t.Errorf("canonical = %q, want %q", got, want)
 	}
-	if n := m.listLen(screenDeadLetters); n != 3 {
+	if n := m.listLen(); n != 3 {
 		t.Errorf("%d shown, want 3", n)
 	}
 	m = m.setFilter("type:HeartbeatTimeout attempt>=")
-	if m.filterErr == "" || m.listLen(screenDeadLetters) != 3 {
-		t.Errorf("a bad word: error %q, %d shown; want an error and the 3 of before", m.filterErr, m.listLen(screenDeadLetters))
+	if m.filterErr == "" || m.listLen() != 3 {
+		t.Errorf("a bad word: error %q, %d shown; want an error and the 3 of before", m.filterErr, m.listLen())
 	}
 	next, _ := m.filterKey(tea.KeyMsg{Type: tea.KeyEnter})
 	if !next.(Model).filtering {
@@ -106,11 +106,11 @@ func TestNoPollerFilterFollowsTheClock(t *testing.T) {
 	m := setup(t, &fakeBackend{}, Params{})
 	m = m.apply(snapshot(acts, nil)[0]).apply(snapshot(acts, nil)[1])
 	m = m.setFilter("nopoller")
-	if n := m.listLen(screenAttempts); n != 1 {
+	if n := m.listLen(); n != 1 {
 		t.Fatalf("nopoller shows %d, want the one due for a minute", n)
 	}
 	next, _ := m.Update(tickMsg{now: t0.Add(2 * time.Second)})
-	if n := next.(Model).listLen(screenAttempts); n != 2 {
+	if n := next.(Model).listLen(); n != 2 {
 		t.Fatalf("nopoller 2s later shows %d, want 2", n)
 	}
 }
@@ -130,7 +130,7 @@ func TestNoPollerFilterFollowsTheDaemonsQueues(t *testing.T) {
 	acts := []*durablev1.PendingActivity{polled, unpolled}
 
 	without := feed(setup(t, &fakeBackend{}, Params{}), snapshot(acts, nil)...).setFilter("nopoller")
-	if n := without.listLen(screenAttempts); n != 0 {
+	if n := without.listLen(); n != 0 {
 		t.Fatalf("without the queue list nopoller shows %d, want none due for more than %v", n, client.NoPollerAfter)
 	}
 

@@ -174,7 +174,7 @@ func TestKeysArrivingTogetherAreTakenOneByOne(t *testing.T) {
 	m := setup(t, fixtureBackend(), Params{})
 	m = feed(m, snapshot(fixtureActivities(), fixtureWorkflows())...)
 	next, _ := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jjj")})
-	if got := next.(Model).lists[screenAttempts].cursor; got != 3 {
+	if got := next.(Model).views.attempts.cursor; got != 3 {
 		t.Fatalf("cursor = %d after \"jjj\", want 3", got)
 	}
 }

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"github.com/charmbracelet/bubbles/key"
 	"strconv"
 	"time"
 
@@ -63,38 +64,63 @@ func statsTick(gen int) tea.Cmd {
 	return tea.Tick(statsRefresh, func(time.Time) tea.Msg { return statsTickMsg{gen: gen} })
 }
 
-// enterStats shows the stats view, reads the numbers and starts the refresh.
-func (m Model) enterStats() (Model, tea.Cmd) {
-	was := m.screen
-	m = m.show(screenStats)
-	if was == screenStats {
-		return m, nil
+// statsScreen is P50/P95/P99 per activity type with the policy in force
+// and what to change in it; it reads the numbers when it is shown and
+// every statsRefresh while it stays.
+type statsScreen struct {
+	list
+	statsLog
+}
+
+// Tab is "stats" and, once read, how many types.
+func (c statsScreen) Tab(Model) (name, count string) { return "stats", c.count() }
+
+// Help lists the stats view's keys: none of its own.
+func (c statsScreen) Help(KeyMap) (short, full []key.Binding) { return nil, nil }
+
+// SetSize keeps the cursor on a type and the type on screen.
+func (c statsScreen) SetSize(m Model, rows int) Model {
+	m.views.stats.list = c.list.clamp(len(c.rows), rows)
+	return m
+}
+
+// Update moves the cursor.
+func (c statsScreen) Update(m Model, msg tea.KeyMsg) (Model, tea.Cmd, bool) {
+	if l, ok := m.moveList(c.list, msg, len(c.rows)); ok {
+		m.views.stats.list = l
+		return m, nil, true
 	}
-	m.stats.gen++
-	m.stats.loading = true
-	return m, tea.Batch(statsCmd(m.p.Context, m.p.Backend, m.stats.gen), statsTick(m.stats.gen))
+	return m, nil, false
+}
+
+// Enter reads the numbers and starts the refresh.
+func (c statsScreen) Enter(m Model) (Model, tea.Cmd) {
+	s := &m.views.stats
+	s.gen++
+	s.loading = true
+	return m, tea.Batch(statsCmd(m.p.Context, m.p.Backend, s.gen), statsTick(s.gen))
 }
 
 func (m Model) gotStats(msg statsMsg) Model {
-	if msg.gen != m.stats.gen {
+	if msg.gen != m.views.stats.gen {
 		return m
 	}
-	m.stats.loading = false
+	m.views.stats.loading = false
 	if msg.err != nil {
-		m.stats.err = errorText(msg.err)
+		m.views.stats.err = errorText(msg.err)
 		return m
 	}
-	m.stats.err, m.stats.loaded, m.stats.at = "", true, m.now
-	m.stats.rows = msg.rows
+	m.views.stats.err, m.views.stats.loaded, m.views.stats.at = "", true, m.now
+	m.views.stats.rows = msg.rows
 	return m.clamp(screenStats)
 }
 
 // statsTicked reads the numbers again if the view is still shown.
 func (m Model) statsTicked(msg statsTickMsg) (Model, tea.Cmd) {
-	if msg.gen != m.stats.gen || m.screen != screenStats {
+	if msg.gen != m.views.stats.gen || m.screen != screenStats {
 		return m, nil
 	}
-	return m, tea.Batch(statsCmd(m.p.Context, m.p.Backend, m.stats.gen), statsTick(m.stats.gen))
+	return m, tea.Batch(statsCmd(m.p.Context, m.p.Backend, m.views.stats.gen), statsTick(m.views.stats.gen))
 }
 
 // statsColumns: the advice, the cause, is kept readable at 80 columns;
@@ -167,29 +193,30 @@ func (m Model) statsCells(st *Styles, s *durablev1.ActivityTypeStats) []cell {
 	}
 }
 
-func (m Model) statsView(h int) string {
+// View is the types on screen, and how to read them.
+func (c statsScreen) View(m Model, h int) string {
 	switch {
-	case m.stats.err != "" && !m.stats.loaded:
-		return "\n  " + m.styles.Warning.Render("stats: "+m.stats.err)
-	case !m.stats.loaded:
+	case c.err != "" && !c.loaded:
+		return "\n  " + m.styles.Warning.Render("stats: "+c.err)
+	case !c.loaded:
 		return "\n  " + m.styles.Muted.Render("reading activity stats…")
-	case len(m.stats.rows) == 0:
+	case len(c.rows) == 0:
 		return "\n  " + m.styles.Muted.Render("no activity attempts recorded yet")
 	}
-	l := m.lists[screenStats]
-	end := min(l.offset+max(h-5, 0), len(m.stats.rows))
+	l := c.list
+	end := min(l.offset+max(h-5, 0), len(c.rows))
 	st := m.styles
 	rows := make([][]cell, 0, end-l.offset)
-	for _, s := range m.stats.rows[l.offset:end] {
+	for _, s := range c.rows[l.offset:end] {
 		rows = append(rows, m.statsCells(&st, s))
 	}
 	note := []string{
-		"as of " + m.stats.at.UTC().Format("15:04:05 UTC") + " · rule of thumb: start-to-close ≈ 2×P99, initial ≈ P95",
+		"as of " + c.at.UTC().Format("15:04:05 UTC") + " · rule of thumb: start-to-close ≈ 2×P99, initial ≈ P95",
 		"POLICY: start-to-close · initial backoff · attempts (* override)",
 		"every check, and what-if flags: wf stats --check-policy",
 	}
-	if m.stats.err != "" {
-		note[0] = "as of " + m.stats.at.UTC().Format("15:04:05 UTC") + " · refresh failed: " + m.stats.err
+	if c.err != "" {
+		note[0] = "as of " + c.at.UTC().Format("15:04:05 UTC") + " · refresh failed: " + c.err
 	}
 	out := renderTable(m.styles, statsColumns, rows, m.width, l.cursor-l.offset) + "\n"
 	for _, n := range note {

@@ -59,11 +59,11 @@ func TestStatsAreReadOnEnteringAndRefreshedOnlyWhileShown(t *testing.T) {
 	m := setup(t, f, Params{})
 	next, _ := m.Update(tea.WindowSizeMsg{Width: 132, Height: 43})
 	m = feed(next.(Model), snapshot(fixtureActivities(), fixtureWorkflows())...)
-	m, cmd := m.enterStats()
-	if cmd == nil || m.screen != screenStats || !m.stats.loading {
+	m, cmd := m.show(screenStats)
+	if cmd == nil || m.screen != screenStats || !m.views.stats.loading {
 		t.Fatalf("entering the stats view reads nothing (screen %v)", m.screen)
 	}
-	gen := m.stats.gen
+	gen := m.views.stats.gen
 	m = m.gotStats(statsMsg{gen: gen, rows: fixtureStats()})
 	if v := ansi.Strip(m.View()); !strings.Contains(v, "ChargeCard") || !strings.Contains(v, "below 2×P99") {
 		t.Fatalf("stats view lacks ChargeCard's warning:\n%s", v)
@@ -79,9 +79,9 @@ func TestStatsAreReadOnEnteringAndRefreshedOnlyWhileShown(t *testing.T) {
 		t.Fatal("a tick after leaving the view reads the stats")
 	}
 	// An answer of an earlier visit does not overwrite a later one.
-	m, _ = m.enterStats()
+	m, _ = m.show(screenStats)
 	m = m.gotStats(statsMsg{gen: gen, rows: nil})
-	if m.stats.gen == gen || m.stats.rows == nil {
+	if m.views.stats.gen == gen || m.views.stats.rows == nil {
 		t.Fatal("an answer of an earlier visit replaced the numbers")
 	}
 }

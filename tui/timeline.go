@@ -44,52 +44,17 @@ func timelineCmd(ctx context.Context, b Backend, seq int, workflowID string) tea
 	}
 }
 
-// selectedWorkflow is the workflow under the cursor of the workflows screen.
-func (m Model) selectedWorkflow() *durablev1.WorkflowInfo {
-	c := m.lists[screenWorkflows].cursor
-	if c >= m.st.workflows.Len() {
-		return nil
-	}
-	return m.st.workflows.At(c)
-}
-
-// jumpTarget is the workflow w opens: that of the activity or letter under
-// the cursor, of the one in the detail pane, or the workflow under the
-// cursor.
-func (m Model) jumpTarget() string {
-	switch m.screen {
-	case screenAttempts, screenDeadLetters:
-		return m.selectedActivity().GetWorkflowId()
-	case screenDetail:
-		return m.detailActivity().GetWorkflowId()
-	case screenWorkflows:
-		return m.selectedWorkflow().GetWorkflowId()
-	}
-	return ""
-}
-
-// jumpToTimeline opens the timeline of the selection's workflow.
-func (m Model) jumpToTimeline() (Model, tea.Cmd) {
-	id := m.jumpTarget()
-	if id == "" {
-		return m, nil
-	}
-	return m.openTimeline(id)
-}
-
 // openTimeline shows workflow id's history; esc comes back here, to the
 // list (cursor where it was) or the detail pane.
 func (m Model) openTimeline(id string) (Model, tea.Cmd) {
-	if m.screen.isList() {
-		m.back = m.screen
-	}
-	m.timeline = timeline{workflowID: id, from: m.screen, seq: m.timeline.seq + 1, loading: true}
-	m.screen = screenTimeline
+	from := m.screen
+	m = m.openFrom(screenTimeline)
+	m.views.timeline = timelineScreen{timeline{workflowID: id, from: from, seq: m.views.timeline.seq + 1, loading: true}}
 	return m.readTimeline()
 }
 
 func (m Model) readTimeline() (Model, tea.Cmd) {
-	t := &m.timeline
+	t := &m.views.timeline
 	t.reading, t.waiting, t.stale, t.lastRead = true, false, false, m.clk.local
 	return m, timelineCmd(m.p.Context, m.p.Backend, t.seq, t.workflowID)
 }
@@ -97,12 +62,12 @@ func (m Model) readTimeline() (Model, tea.Cmd) {
 // readWhenDue reads the timeline now if refreshEvery has passed since the
 // last read began, or else when it will have.
 func (m Model) readWhenDue() (Model, tea.Cmd) {
-	wait := m.timeline.lastRead.Add(refreshEvery).Sub(m.clk.local)
+	wait := m.views.timeline.lastRead.Add(refreshEvery).Sub(m.clk.local)
 	if wait <= 0 {
 		return m.readTimeline()
 	}
-	m.timeline.waiting = true
-	return m, m.after(wait, timelineDueMsg{seq: m.timeline.seq})
+	m.views.timeline.waiting = true
+	return m, m.after(wait, timelineDueMsg{seq: m.views.timeline.seq})
 }
 
 // touches reports whether ev changed workflow id, or may have: a new
@@ -134,7 +99,7 @@ func touches(ev *durablev1.WatchEvent, id string) bool {
 
 // refreshTimeline reads the open timeline again if ev touched its workflow.
 func (m Model) refreshTimeline(ev *durablev1.WatchEvent) (Model, tea.Cmd) {
-	t := &m.timeline
+	t := &m.views.timeline
 	if m.screen != screenTimeline || !touches(ev, t.workflowID) {
 		return m, nil
 	}
@@ -147,7 +112,7 @@ func (m Model) refreshTimeline(ev *durablev1.WatchEvent) (Model, tea.Cmd) {
 
 // timelineDue reads the held timeline, if it is still the one on screen.
 func (m Model) timelineDue(msg timelineDueMsg) (Model, tea.Cmd) {
-	t := &m.timeline
+	t := &m.views.timeline
 	if msg.seq != t.seq || !t.waiting {
 		return m, nil
 	}
@@ -162,7 +127,7 @@ func (m Model) timelineDue(msg timelineDueMsg) (Model, tea.Cmd) {
 // gotTimeline shows a read of the timeline. The view stays on the events it
 // showed, unless it showed the last one: then it follows the new ones in.
 func (m Model) gotTimeline(msg timelineMsg) (Model, tea.Cmd) {
-	t := &m.timeline
+	t := &m.views.timeline
 	if msg.seq != t.seq {
 		return m, nil
 	}
@@ -203,7 +168,7 @@ func maxScroll(n, rows int) int { return max(n-rows, 0) }
 
 // scrollTimeline moves the timeline by delta lines, no further than its end.
 func (m Model) scrollTimeline(delta int) Model {
-	t := &m.timeline
+	t := &m.views.timeline
 	t.scroll = min(max(t.scroll+delta, 0), maxScroll(len(t.events), m.timelineRows()))
 	return m
 }

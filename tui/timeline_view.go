@@ -2,6 +2,8 @@ package tui
 
 import (
 	"fmt"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
 	"strings"
 	"time"
 
@@ -9,10 +11,45 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
-// timelineView is a workflow's history, one event a line, timed from the start.
-func (m Model) timelineView(h int) string {
+// timelineScreen is a workflow's history, read again as the stream says
+// the workflow changed.
+type timelineScreen struct{ timeline }
+
+// Help lists the timeline's keys.
+func (c timelineScreen) Help(k KeyMap) (short, full []key.Binding) {
+	short = []key.Binding{k.Back, k.Up, k.Down}
+	return short, append(append([]key.Binding{}, short...), k.Copy)
+}
+
+// SetSize keeps the scroll within the events, for a body of rows table
+// rows (see timelineRows).
+func (c timelineScreen) SetSize(m Model, rows int) Model {
+	t := &m.views.timeline
+	t.scroll = min(t.scroll, maxScroll(len(t.events), max(rows+1-timelineHead, 1)))
+	return m
+}
+
+// Update scrolls, copies the workflow id, and esc goes back to where the
+// timeline was opened from.
+func (c timelineScreen) Update(m Model, msg tea.KeyMsg) (Model, tea.Cmd, bool) {
+	switch {
+	case key.Matches(msg, m.keys.Back):
+		m.screen = c.from
+		return m, nil, true
+	case key.Matches(msg, m.keys.Copy):
+		m, cmd := m.copyID(c.workflowID, activity.EscapeID(c.workflowID))
+		return m, cmd, true
+	}
+	if d, ok := navDelta(m.keys, msg, m.bodyRows()); ok {
+		return m.scrollTimeline(d), nil, true
+	}
+	return m, nil, false
+}
+
+// View is the history, one event a line, timed from the start.
+func (c timelineScreen) View(m Model, h int) string {
 	st := m.styles
-	t := m.timeline
+	t := c.timeline
 	title := "workflow " + activity.EscapeID(t.workflowID)
 	if w, ok := m.st.wfs[t.workflowID]; ok {
 		title += fmt.Sprintf(" · %s · %s", activity.EscapeID(w.GetWorkflowType()), statusName(w.GetStatus()))

@@ -45,7 +45,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.gen != m.conn.gen {
 			return m, nil
 		}
-		_, wasLive := m.st.acts[m.detail.key]
+		_, wasLive := m.st.acts[m.views.detail.key]
 		m = m.sawEvent(msg.at, msg.ev.GetServerTime())
 		m = m.apply(msg.ev).settleNow().letterOutcome()
 		var reread tea.Cmd
@@ -54,11 +54,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if reread != nil {
 			next = tea.Batch(next, reread)
 		}
-		if _, live := m.st.acts[m.detail.key]; wasLive && !live && m.screen == screenDetail {
+		if _, live := m.st.acts[m.views.detail.key]; wasLive && !live && m.screen == screenDetail {
 			// The activity in the detail finished: read its whole trail,
 			// and the history that now says how it ended.
-			a := m.detail.last
-			return m, tea.Batch(next, finishedCmd(m.p.Context, m.p.Backend, m.detail.key, refOf(a)),
+			a := m.views.detail.last
+			return m, tea.Batch(next, finishedCmd(m.p.Context, m.p.Backend, m.views.detail.key, refOf(a)),
 				historyCmd(m.p.Context, m.p.Backend, a.GetWorkflowId()))
 		}
 		if msg.ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
@@ -93,8 +93,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case copyFailedMsg:
 		return m.warn("copy failed: " + errorText(msg.err)), nil
 	case finishedMsg:
-		if msg.key == m.detail.key && msg.err == nil {
-			m.detail.finished = msg.finished
+		if msg.key == m.views.detail.key && msg.err == nil {
+			m.views.detail.finished = msg.finished
 		}
 		return m, nil
 	case statsMsg:
@@ -200,8 +200,8 @@ func (m Model) gotHistory(msg historyMsg) Model {
 	if msg.err != nil {
 		errText = msg.err.Error()
 	}
-	if m.detail.last.GetWorkflowId() == msg.workflowID {
-		m.detail.history, m.detail.historyErr, m.detail.loading = msg.events, errText, false
+	if m.views.detail.last.GetWorkflowId() == msg.workflowID {
+		m.views.detail.history, m.views.detail.historyErr, m.views.detail.loading = msg.events, errText, false
 	}
 	return m
 }
@@ -223,56 +223,10 @@ func (m Model) tickInterval() time.Duration {
 	if m.stale() {
 		return time.Second // the rows stand still; only the banner counts
 	}
-	urgent := false
-	switch m.screen {
-	case screenAttempts:
-		for _, a := range m.st.attempts.set.Window(m.lists[screenAttempts].offset, m.bodyRows()) {
-			if waitOf(a, m.now).urgent {
-				urgent = true
-				break
-			}
-		}
-	case screenDetail:
-		if a := m.detailActivity(); a != nil {
-			urgent = waitOf(a, m.now).urgent
-		}
-	}
-	if urgent {
+	if t, ok := m.active().(ticking); ok && t.Urgent(m, m.bodyRows()) {
 		return 100 * time.Millisecond
 	}
 	return time.Second
-}
-
-// listLen is the number of rows of a list screen.
-func (m Model) listLen(s screen) int {
-	switch s {
-	case screenAttempts:
-		return m.st.attempts.set.Len()
-	case screenDeadLetters:
-		if m.grouped {
-			return len(m.st.dead.groupOrder)
-		}
-		return m.st.dead.set.Len()
-	case screenWorkflows:
-		return m.st.workflows.Len()
-	case screenAudit:
-		return len(m.audit.order)
-	case screenOperations:
-		return m.ops.set.Len()
-	case screenQueues:
-		return len(m.st.queues.list)
-	case screenStats:
-		return len(m.stats.rows)
-	}
-	return 0
-}
-
-// cursorOf returns the cursor of a list screen.
-func (m *Model) cursorOf(s screen) *list {
-	if s == screenDeadLetters && m.grouped {
-		return &m.groupList
-	}
-	return &m.lists[s]
 }
 
 // bodyRows is how many table rows fit between the header lines and the help.
@@ -280,95 +234,31 @@ func (m Model) bodyRows() int {
 	return max(m.height-2-lipgloss.Height(m.statusView())-lipgloss.Height(m.helpView()), 1)
 }
 
-// clampAll keeps every cursor inside its list and on screen after the data or
-// the size changed.
+// clampAll keeps every screen's place inside its data and on screen after
+// the data or the size changed.
 // The body's height is measured once (it renders the status and help
-// lines), not once a list.
+// lines), not once a screen.
 func (m Model) clampAll() Model {
 	rows := m.bodyRows()
-	for s := screenAttempts; s <= lastList; s++ {
-		m = m.clampTo(s, rows)
+	for s := screen(0); s < screenCount; s++ {
+		m = m.views.get(s).SetSize(m, rows)
 	}
 	return m
 }
 
-func (m Model) clamp(s screen) Model { return m.clampTo(s, m.bodyRows()) }
-
-// clampTo keeps the cursor of s inside its list and within rows of the top.
-func (m Model) clampTo(s screen, rows int) Model {
-	l := m.cursorOf(s)
-	n := m.listLen(s)
-	l.cursor = min(max(l.cursor, 0), max(n-1, 0))
-	if l.cursor < l.offset {
-		l.offset = l.cursor
-	}
-	if l.cursor >= l.offset+rows {
-		l.offset = l.cursor - rows + 1
-	}
-	l.offset = min(max(l.offset, 0), max(n-rows, 0))
-	return m
-}
-
-// move moves the cursor of the current list by delta rows.
-func (m Model) move(delta int) Model {
-	switch m.screen {
-	case screenDetail:
-		m.detail.scroll = max(m.detail.scroll+delta, 0)
-		return m
-	case screenTimeline:
-		return m.scrollTimeline(delta)
-	case screenAuditRecord:
-		m.audit.scroll = max(m.audit.scroll+delta, 0)
-		return m
-	case screenOperation:
-		m.ops.scroll = max(m.ops.scroll+delta, 0)
-		return m
-	case screenQueue:
-		m.st.queues.scroll = max(m.st.queues.scroll+delta, 0)
-		return m
-	}
-	l := m.cursorOf(m.screen)
-	l.cursor += delta
-	return m.clamp(m.screen)
-}
-
-// selectedActivity is the activity under the cursor of an activity list.
-func (m Model) selectedActivity() *durablev1.PendingActivity {
-	var l *activityList
-	switch m.screen {
-	case screenAttempts:
-		l = m.st.attempts
-	case screenDeadLetters:
-		if m.grouped {
-			return nil
-		}
-		l = m.st.dead
-	default:
-		return nil
-	}
-	c := m.lists[m.screen].cursor
-	if c >= l.set.Len() {
-		return nil
-	}
-	return l.set.At(c)
-}
-
-func (m Model) selectedGroup() *failureGroup {
-	if m.screen != screenDeadLetters || !m.grouped || m.groupList.cursor >= len(m.st.dead.groupOrder) {
-		return nil
-	}
-	return m.st.dead.groupOrder[m.groupList.cursor]
-}
+// clamp keeps the place of screen s valid.
+func (m Model) clamp(s screen) Model { return m.views.get(s).SetSize(m, m.bodyRows()) }
 
 // detailActivity is the live version of the activity in the detail pane, or
 // once it is no longer pending, how it finished (the last one seen until
 // the daemon has said).
 func (m Model) detailActivity() *durablev1.PendingActivity {
-	if a, ok := m.st.acts[m.detail.key]; ok {
+	d := m.views.detail
+	if a, ok := m.st.acts[d.key]; ok {
 		return a
 	}
-	if f := m.detail.finished; f != nil {
+	if f := d.finished; f != nil {
 		return f.GetActivity()
 	}
-	return m.detail.last
+	return d.last
 }

@@ -3,6 +3,7 @@ package tui
 import (
 	"time"
 
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -30,30 +31,13 @@ const (
 // when nothing about a can become overdue (a dead letter, a lease without a
 // deadline).
 func overdueFrom(a *durablev1.PendingActivity) (at time.Time, ok bool) {
-	switch a.GetState() {
-	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
-		if due, ok := dueTime(a); ok {
-			return due.Add(noWorkerAfter), true
-		}
-	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
-		if d := a.GetLeaseDeadline(); d != nil {
-			return d.AsTime(), true
-		}
-	}
-	return time.Time{}, false
+	return client.OverdueFrom(a)
 }
 
 // dueTime is when a waiting activity may be handed out: its next attempt,
 // or for a first attempt without one, when it was scheduled.
 func dueTime(a *durablev1.PendingActivity) (time.Time, bool) {
-	due := a.GetNextAttemptTime()
-	if due == nil {
-		due = a.GetScheduledTime()
-	}
-	if due == nil {
-		return time.Time{}, false
-	}
-	return due.AsTime(), true
+	return client.DueTime(a)
 }
 
 // urgencyOf ranks a at now. An activity only ever moves up to overdue as

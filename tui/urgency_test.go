@@ -190,7 +190,7 @@ func TestHomeKeys(t *testing.T) {
 	next, _ := m.Update(tea.WindowSizeMsg{Width: 132, Height: 43})
 	m = feed(next.(Model), snapshot(fixtureActivities(), fixtureWorkflows())...)
 	row := func(m Model) string {
-		a := m.st.attempts.set.At(m.lists[screenAttempts].cursor)
+		a := m.st.attempts.set.At(m.views.attempts.cursor)
 		return a.GetWorkflowId() + "/" + a.GetActivityId()
 	}
 	if got := row(m); got != "order-1002/1" {
@@ -246,7 +246,7 @@ func TestSelectionFollowsItsActivity(t *testing.T) {
 		m = press(m, "j")
 	}
 	selected := func(m Model) string {
-		a := m.st.attempts.set.At(m.lists[screenAttempts].cursor)
+		a := m.st.attempts.set.At(m.views.attempts.cursor)
 		return a.GetWorkflowId() + "/" + a.GetActivityId()
 	}
 	if got := selected(m); got != "order-1001/1" {

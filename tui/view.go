@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -14,33 +15,7 @@ import (
 func (m Model) View() string {
 	helpView, status := m.helpView(), m.statusView()
 	bodyH := max(m.height-1-lipgloss.Height(status)-lipgloss.Height(helpView), 1)
-	var body string
-	switch m.screen {
-	case screenAttempts:
-		body = m.attemptsView(bodyH)
-	case screenDeadLetters:
-		body = m.deadLettersView(bodyH)
-	case screenWorkflows:
-		body = m.workflowsView(bodyH)
-	case screenDetail:
-		body = m.detailView(bodyH)
-	case screenTimeline:
-		body = m.timelineView(bodyH)
-	case screenAudit:
-		body = m.auditView(bodyH)
-	case screenAuditRecord:
-		body = m.auditRecordView(bodyH)
-	case screenOperations:
-		body = m.operationsView(bodyH)
-	case screenOperation:
-		body = m.operationView(bodyH)
-	case screenQueues:
-		body = m.queuesView(bodyH)
-	case screenStats:
-		body = m.statsView(bodyH)
-	case screenQueue:
-		body = m.queueView(bodyH)
-	}
+	body := m.active().View(m, bodyH)
 	if m.confirm != nil {
 		body = m.confirmView(bodyH)
 	}
@@ -75,7 +50,7 @@ func (m Model) helpView() string {
 	if ops := m.StillRunning(); len(ops) > 0 {
 		km.Quit.SetHelp("q", "quit ("+ops[len(ops)-1].GetId()+" keeps running)")
 	}
-	keys := km.forScreen(m.screen)
+	keys := km.forScreen(m.active())
 	if op := m.statusOp(); op != nil && m.screen != screenOperations && m.screen != screenOperation {
 		x := km.CancelOp
 		x.SetHelp("x", "cancel "+op.GetId())
@@ -99,7 +74,7 @@ func (m Model) helpView() string {
 	if out == "" {
 		out = m.help.View(keys)
 	}
-	if m.help.ShowAll && m.screen <= screenWorkflows {
+	if _, ok := m.active().(filtered); ok && m.help.ShowAll {
 		out += "\n\n" + m.selectionHelp()
 	}
 	return out
@@ -119,13 +94,20 @@ func (m Model) statusOp() *durablev1.Operation {
 
 func (m Model) headerView() string {
 	st := m.styles
-	left := m.tabsView(0)
-	label := m.connLabel()
-	if ansi.StringWidth(left)+ansi.StringWidth(label)+m.width/10 > m.width {
-		label = strings.TrimSuffix(label, " "+m.p.Addr) // the state matters more than the address
-	}
-	for squeeze := 1; squeeze <= 3 && ansi.StringWidth(left)+1+ansi.StringWidth(label) > m.width; squeeze++ {
-		left = m.tabsView(squeeze)
+	// What gives way first when the tabs and the connection do not fit:
+	// the padding of the tabs, then the daemon's address (its state
+	// matters more), then the title, then the other tabs' names.
+	full := m.connLabel()
+	short := strings.TrimSuffix(full, " "+m.p.Addr)
+	var left, label string
+	for _, try := range []struct {
+		squeeze int
+		label   string
+	}{{0, full}, {1, full}, {1, short}, {2, short}, {3, short}} {
+		left, label = m.tabsView(try.squeeze), try.label
+		if ansi.StringWidth(left)+1+ansi.StringWidth(label) <= m.width {
+			break
+		}
 	}
 	right := st.Status.Render(label)
 	gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
@@ -141,20 +123,6 @@ func (m Model) headerView() string {
 // their keys and counts.
 func (m Model) tabsView(squeeze int) string {
 	st := m.styles
-	count := func(n int) string { return " (" + thousands(n) + ")" }
-	tabs := []struct {
-		s         screen
-		key, name string
-		count     string
-	}{
-		{screenAttempts, "1", " attempts", count(len(m.st.acts))},
-		{screenDeadLetters, "2", " dead letters", count(m.st.deadTotal)},
-		{screenWorkflows, "3", " workflows", count(len(m.st.wfs))},
-		{screenAudit, "4", " audit", ""},
-		{screenOperations, "5", " ops", ""},
-		{screenQueues, "6", " queues", count(len(m.st.queues.list))},
-		{screenStats, "7", " stats", m.stats.count()},
-	}
 	var parts []string
 	if squeeze < 2 {
 		parts = append(parts, st.Title.Render("wfui"))
@@ -163,16 +131,22 @@ func (m Model) tabsView(squeeze int) string {
 	if !current.isList() {
 		current = m.back
 	}
-	for _, t := range tabs {
+	for ts := screen(0); ts <= lastList; ts++ {
+		t, ok := m.views.get(ts).(tabbed)
+		if !ok {
+			continue
+		}
+		name, count := t.Tab(m)
+		key := fmt.Sprint(int(ts) + 1)
 		switch {
-		case t.s == current:
-			parts = append(parts, st.ActiveTab.Render("["+t.key+t.name+t.count+"]"))
+		case ts == current:
+			parts = append(parts, st.ActiveTab.Render("["+key+" "+name+count+"]"))
 		case squeeze >= 3:
-			parts = append(parts, st.Tab.Render(t.key+t.count))
+			parts = append(parts, st.Tab.Render(key+count))
 		case squeeze >= 1:
-			parts = append(parts, st.Tab.Render(t.key+t.name+t.count))
+			parts = append(parts, st.Tab.Render(key+" "+name+count))
 		default:
-			parts = append(parts, st.Tab.Render(" "+t.key+t.name+t.count+" "))
+			parts = append(parts, st.Tab.Render(" "+key+" "+name+count+" "))
 		}
 	}
 	return strings.Join(parts, " ")
@@ -215,7 +189,7 @@ func (m Model) statusView() string {
 		if m.flash.warn {
 			style = st.Warning
 		}
-		return m.twoLines(m.flash.text, style)
+		return m.twoLines(m.flashText(), style)
 	case m.conn.writes.GetRefused():
 		// It stays until the daemon says writes are back: nothing this
 		// console asks to change can happen meanwhile.
@@ -236,10 +210,10 @@ func (m Model) statusView() string {
 		s = st.Muted.Render("waiting for the daemon's snapshot…")
 	case m.statusOp() != nil:
 		s = st.Progress.Render(m.opProgressLine(m.statusOp()))
-	case m.screen == screenAttempts && m.selectedStall() != "":
-		s = st.Warning.Render(m.selectedStall()+" · enter: its queue") + st.Muted.Render(" · "+m.homeStatus())
-	case m.screen == screenAttempts:
-		s = st.Muted.Render(m.homeStatus())
+	default:
+		if c, ok := m.active().(statusful); ok {
+			s = c.Status(m)
+		}
 	}
 	return ansi.Truncate(s, m.width, "…")
 }

@@ -25,6 +25,11 @@ the daemon reads an index of activities by state and type, so a narrow
 States: scheduled (waiting for a worker), running (leased to one), retrying
 (the last attempt failed, the next is due later), dead-lettered.
 
+NEXT counts down to the next attempt or the end of the lease, as the
+console does. An activity due for more than 2s that no worker has taken
+says for how long ("due 42s ago, no worker yet"); 'wf describe' and the
+queues view say whether anybody polls its queue.
+
 Activities come grouped by state, then type, then workflow. --fingerprint
 takes the first column of 'wf dlq list --group'. --select takes the words
 of the console's filter; each flag is the same as its word.

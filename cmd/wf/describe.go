@@ -22,8 +22,15 @@ Shows a workflow (type, status, result or failure) and every pending
 activity: state, attempt n/max, when the next retry is due or when the
 current lease ends, the last failure, the age and details of the last
 heartbeat, the policy in force (retry policy and timeouts, each field that a
-policy override sets marked with who set it and why; see 'wf policy') and
-the last attempts of each. Dead letters are pending activities too.
+policy override sets marked with who set it and why; see 'wf policy'), its
+retry schedule and the last attempts of each. Dead letters are pending
+activities too.
+
+The schedule reads "attempt 3 at +1.2s · attempt 4 at ~+3.6s · … · gives
+up after attempt 8": the attempt due next exactly, the later ones as upper
+bounds (the daemon draws a random wait below each backoff, and each
+attempt's own run time comes on top); while an attempt runs, the times are
+counted from its failure. The console's detail pane shows the same line.
 
 With --json the document is the daemon's reply: each pending activity has
 its code's options (options), the options in force (optionsInForce) and the
@@ -77,6 +84,7 @@ func (c *cli) describe(args []string) int {
 		for _, a := range acts {
 			fmt.Fprintln(c.stdout)
 			printPolicy(c.stdout, a, client.OverrideFor(overrides, a.GetActivityType(), a.GetTaskQueue()))
+			printSchedule(c.stdout, a, now)
 			printAttempts(c.stdout, a, *attempts, now)
 		}
 	}
@@ -142,10 +150,7 @@ func (c *cli) overridesFor(ctx context.Context, cl *client.Client, acts []*durab
 // force, each field an override sets marked with the override's author and
 // reason (once; "(override)" after that).
 func printPolicy(w io.Writer, a *durablev1.PendingActivity, o *durablev1.PolicyOverride) {
-	in := a.GetOptionsInForce()
-	if in == nil {
-		in = a.GetOptions() // a daemon that does not report the policy in force
-	}
+	in := activity.OptionsInForce(a)
 	overridden := map[string]bool{}
 	for _, f := range a.GetOverriddenFields() {
 		overridden[f] = true
@@ -190,6 +195,23 @@ func printPolicy(w io.Writer, a *durablev1.PendingActivity, o *durablev1.PolicyO
 		mark("heartbeat_timeout", "heartbeat "+spanOrNone(in.GetHeartbeatTimeout())),
 		"schedule-to-start "+spanOrNone(in.GetScheduleToStartTimeout()),
 		mark("schedule_to_close_timeout", "schedule-to-close "+spanOrNone(in.GetScheduleToCloseTimeout())))
+}
+
+// printSchedule writes when the activity tries again and when it gives up,
+// under the policy printPolicy wrote: the attempt due next exactly, the
+// later ones as upper bounds (the daemon draws a full jitter below each
+// backoff).
+func printSchedule(w io.Writer, a *durablev1.PendingActivity, now time.Time) {
+	s := client.RetryScheduleOf(a, now)
+	if !s.Known() {
+		return
+	}
+	fmt.Fprintf(w, "  schedule: %s\n", s.Words(func(d time.Duration) string {
+		if d <= 0 {
+			return "0s"
+		}
+		return human(d)
+	}))
 }
 
 // spanOrNone formats an optional timeout; unset and zero are "none".
@@ -252,31 +274,33 @@ func attemptOf(a *durablev1.PendingActivity) string {
 	return fmt.Sprintf("%d/%s", a.GetAttempt(), max)
 }
 
-// next says what happens next to an activity and when.
+// next says what happens next to an activity and when, in the words of
+// wf's tables, from client.NextOf (the rule the console counts down by).
 func next(a *durablev1.PendingActivity, now time.Time) string {
-	switch a.GetState() {
-	case durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
-		if nt := a.GetNextAttemptTime(); nt != nil {
-			if late := now.Sub(nt.AsTime()); late > 0 {
-				return "retry due " + human(late) + " ago, no worker yet"
-			}
-			return "retry " + relative(nt.AsTime(), now)
+	n := client.NextOf(a, now)
+	retry := a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_RETRYING
+	switch n.Kind {
+	case client.NextBackoff:
+		if retry {
+			return "retry " + relative(n.At, now)
 		}
-	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED:
-		if nt := a.GetNextAttemptTime(); nt != nil && nt.AsTime().After(now) {
-			return "runs " + relative(nt.AsTime(), now)
-		}
+		return "runs " + relative(n.At, now)
+	case client.NextDue:
 		return "waiting for a worker"
-	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
-		if ld := a.GetLeaseDeadline(); ld != nil {
-			if late := now.Sub(ld.AsTime()); late > 0 {
-				return "lease expired " + human(late) + " ago"
-			}
-			return "lease ends " + relative(ld.AsTime(), now)
+	case client.NextOverdue:
+		if retry {
+			return "retry due " + human(n.Late()) + " ago, no worker yet"
 		}
-	case durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED:
-		if a.GetDeadLetteredTime() != nil {
-			return "needs redrive (dead " + human(now.Sub(a.GetDeadLetteredTime().AsTime())) + ")"
+		return "due " + human(n.Late()) + " ago, no worker yet"
+	case client.NextRunning:
+		if !n.At.IsZero() {
+			return "lease ends " + relative(n.At, now)
+		}
+	case client.NextLeaseExpired:
+		return "lease expired " + human(n.Late()) + " ago"
+	case client.NextDeadLettered:
+		if !n.At.IsZero() {
+			return "needs redrive (dead " + human(n.Late()) + ")"
 		}
 		return "needs redrive"
 	}

@@ -42,7 +42,10 @@ func TestNext(t *testing.T) {
 	}{
 		{"RetryLater", &durablev1.PendingActivity{State: durablev1.ActivityState_ACTIVITY_STATE_RETRYING, NextAttemptTime: at(3200 * time.Millisecond)}, "retry in 3.2s"},
 		{"RetryOverdue", &durablev1.PendingActivity{State: durablev1.ActivityState_ACTIVITY_STATE_RETRYING, NextAttemptTime: at(-37 * time.Second)}, "retry due 37s ago, no worker yet"},
+		{"RetryJustDue", &durablev1.PendingActivity{State: durablev1.ActivityState_ACTIVITY_STATE_RETRYING, NextAttemptTime: at(-300 * time.Millisecond)}, "waiting for a worker"},
 		{"Queued", &durablev1.PendingActivity{State: durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, NextAttemptTime: at(-time.Second)}, "waiting for a worker"},
+		{"QueuedOverdue", &durablev1.PendingActivity{State: durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, NextAttemptTime: at(-42 * time.Second)}, "due 42s ago, no worker yet"},
+		{"RunsLater", &durablev1.PendingActivity{State: durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, NextAttemptTime: at(90 * time.Second)}, "runs in 1m30s"},
 		{"Lease", &durablev1.PendingActivity{State: durablev1.ActivityState_ACTIVITY_STATE_STARTED, LeaseDeadline: at(28 * time.Second)}, "lease ends in 28s"},
 		{"LeaseExpired", &durablev1.PendingActivity{State: durablev1.ActivityState_ACTIVITY_STATE_STARTED, LeaseDeadline: at(-400 * time.Millisecond)}, "lease expired 400ms ago"},
 		{"Dead", &durablev1.PendingActivity{State: durablev1.ActivityState_ACTIVITY_STATE_DEAD_LETTERED, DeadLetteredTime: at(-90 * time.Second)}, "needs redrive (dead 1m30s)"},

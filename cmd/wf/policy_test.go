@@ -110,7 +110,8 @@ func TestDescribeShowsThePolicyInForce(t *testing.T) {
 	mustContain(t, r.stdout, "Policy in force of 1 (ChargeCard):",
 		`max attempts 6 (override by local: "INC-7: card API flapping")`,
 		"start-to-close 20s (override)", "initial 1s · backoff ×2 · max interval 1m00s",
-		"ChargeCard", "dead-lettered", "1/6")
+		"ChargeCard", "dead-lettered", "1/6",
+		"  schedule: gave up after attempt 1; a redrive starts again at attempt 1")
 	if n := strings.Count(r.stdout, "(override"); n != 2 {
 		t.Errorf("%d fields marked as overridden, want the two the override sets:\n%s", n, r.stdout)
 	}

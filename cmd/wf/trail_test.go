@@ -232,6 +232,11 @@ func TestActivitiesCommand(t *testing.T) {
 
 	out := wf(t, "--addr", addr, "activities", "--state", "retrying").wantCode(t, exitOK).stdout
 	mustContain(t, out, "WORKFLOW", "acts-1", "charge", "ChargeCard", "retrying", "2/5", "retry in", "Unavailable: connection refused 10.0.0.9:5432", "1 activity")
+	// The initial backoff of an hour is held to the default max interval of
+	// a minute, and the jitter is off: the retry is due in at most a minute.
+	mustContain(t, wf(t, "--addr", addr, "describe", "acts-1").wantCode(t, exitOK).stdout,
+		"  schedule: attempt 2 at +", " · attempt 3 at ~+", " · gives up after attempt 5",
+		"  schedule: if attempt 1 fails: · attempt 2 at ~+1m00s · attempt 3 at ~+2m00s · attempt 4 at ~+3m00s · attempt 5 at ~+4m00s · gives up after attempt 5")
 	mustContain(t, wf(t, "--addr", addr, "activities", "--state", "scheduled").wantCode(t, exitOK).stdout, "No pending activities match.")
 	mustContain(t, wf(t, "--addr", addr, "activities", "--state", "sleeping").wantCode(t, exitUsage).stderr, "--state")
 	mustContain(t, wf(t, "--addr", addr, "activities", "--min-attempt", "-1").wantCode(t, exitUsage).stderr, "--min-attempt")

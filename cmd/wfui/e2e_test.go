@@ -139,7 +139,10 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 	if out, err := wf("policy", "clear", "FlakyStep", "--reason", "e2e: outage over"); err != nil {
 		t.Fatalf("wf policy clear: %v: %s", err, out)
 	}
+	// The healthy worker takes the sink's lock, which the outage worker
+	// holds until it is gone: SIGKILL, then wait for the exit.
 	_ = outage.Process.Kill()
+	_, _ = outage.Process.Wait()
 	start("demo", "worker", "--addr", addr, "--sink-dir", filepath.Join(dir, "sink"))
 	tmux("send-keys", "-t", session, "R")
 	waitUntil(t, 10*time.Second, "the confirmation", func() bool { return strings.Contains(screen(), "Redrive 3 dead letters?") })

@@ -216,6 +216,9 @@ type change struct {
 	overrides []*durablev1.PolicyOverride
 	// refill moves the window of waiting work on, see horizon.go
 	refill *refill
+	// latency are the attempts that ended, counted once per batch (see
+	// countLatency).
+	latency []latencySample
 }
 
 func (c *change) enqueue(q QueueEntry) { c.entries = append(c.entries, q) }

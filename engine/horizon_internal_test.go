@@ -78,3 +78,25 @@ func TestRefillDue_WithinHalfAWindowOfTheHorizon(t *testing.T) {
 }
 
 var t0i = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestEntryHeapShrinksOnceDrainedToAQuarter(t *testing.T) {
+	t.Parallel()
+	h := make(entryHeap, 0, 100_000)
+	for i := range 30_000 {
+		h = append(h, QueueEntry{Seq: int64(i)})
+	}
+	h.shrink()
+	if cap(h) != 100_000 {
+		t.Errorf("a heap at 30%% of its array shrank to %d", cap(h))
+	}
+	h = h[:20_000]
+	h.shrink()
+	if cap(h) != 40_000 || len(h) != 20_000 || h[19_999].Seq != 19_999 {
+		t.Errorf("a heap at 20%% of its array: len %d cap %d, want 20000 and 40000 with its entries", len(h), cap(h))
+	}
+	small := make(entryHeap, 1, 1000)
+	small.shrink()
+	if cap(small) != 1000 {
+		t.Errorf("a small heap shrank to %d", cap(small))
+	}
+}

@@ -63,5 +63,17 @@ func (e *Engine) takeDue(k queueKey, now time.Time, max int) ([]QueueEntry, time
 		heap.Pop(h)
 		out = append(out, top)
 	}
+	if h != nil {
+		h.shrink()
+	}
 	return out, time.Time{}
+}
+
+// shrink gives back the array of a heap that a burst of due tasks grew
+// and polls have since drained to a quarter of it: a slice never shrinks
+// by itself, and a million tasks leave 88 MB behind.
+func (h *entryHeap) shrink() {
+	if c := cap(*h); c > 1024 && len(*h) < c/4 {
+		*h = append(make(entryHeap, 0, 2*len(*h)), *h...)
+	}
 }

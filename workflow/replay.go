@@ -1,8 +1,10 @@
 package workflow
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -65,9 +67,29 @@ type TaskResult struct {
 // Execute replays the history through the workflow function and returns the
 // new commands of the current task.
 func (d *Definition) Execute(p TaskParams) TaskResult {
-	e := newEnv(p)
-	defer e.d.close()
+	x, res := d.Start(p)
+	x.Close()
+	return res
+}
 
+// Execution is one workflow's state after a task ran: its coroutines, parked
+// where the code waits, and what the code did. A worker keeps it between
+// tasks so that the next task needs only the events that came after
+// (Continue) rather than a replay of the whole history. Close it when done.
+type Execution struct {
+	e *env
+	// last is the id of the last event applied: the current task's
+	// WorkflowTaskStarted.
+	last int64
+	// spent: a task failed or the workflow closed; it cannot run another.
+	spent bool
+}
+
+// Start replays a whole history through the workflow function and runs the
+// current task, whose WorkflowTaskStarted is the last event.
+func (d *Definition) Start(p TaskParams) (*Execution, TaskResult) {
+	x := &Execution{e: newEnv(p)}
+	e := x.e
 	var input []byte
 	if len(p.History) > 0 && p.History[0].GetType() == durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_STARTED {
 		input = p.History[0].GetInput()
@@ -79,14 +101,87 @@ func (d *Definition) Execute(p TaskParams) TaskResult {
 		e.result, e.err = d.call(ctx, input, e.conv)
 		e.mainDone = true
 	})
+	return x, x.advance(p.History)
+}
+
+// ErrHistoryGap is returned by Continue when the events do not start right
+// after the last event the execution saw: its state is not the one they
+// follow, and the task must be run from the whole history.
+var ErrHistoryGap = errors.New("workflow: the events do not follow the ones this execution saw")
+
+// Continue runs the next task from the events after the previous task's
+// WorkflowTaskStarted, through the current task's. The commands of the
+// previous task are checked against the events that recorded them, as a
+// replay checks every command; a mismatch fails the task with
+// NonDeterminism. After a failure or the workflow's end the execution is
+// spent (Reusable reports false).
+func (x *Execution) Continue(p TaskParams) (TaskResult, error) {
+	if !x.Reusable() {
+		return TaskResult{}, errors.New("workflow: the execution cannot run another task")
+	}
+	if len(p.History) == 0 || p.History[0].GetEventId() != x.last+1 {
+		return TaskResult{}, ErrHistoryGap
+	}
+	x.e.info.Attempt = p.Attempt
+	return x.advance(p.History), nil
+}
+
+// LastEventID is the id of the last event the execution saw: the
+// WorkflowTaskStarted of the task it ran last.
+func (x *Execution) LastEventID() int64 { return x.last }
+
+// Reusable reports whether the execution can run the workflow's next task:
+// its last task succeeded and the workflow has not ended.
+func (x *Execution) Reusable() bool { return !x.spent }
+
+// Close ends the execution's coroutines. It is safe to call more than once.
+func (x *Execution) Close() {
+	x.spent = true
+	x.e.d.close()
+}
+
+// advance applies events (those after the last one seen) and runs the code
+// at the task they end with.
+func (x *Execution) advance(events []*durablev1.HistoryEvent) TaskResult {
+	res := x.apply(events)
+	if res.Failure != nil || x.e.mainDone {
+		x.spent = true
+	}
+	if n := len(events); n > 0 {
+		x.last = events[n-1].GetEventId()
+	}
+	return res
+}
+
+func (x *Execution) apply(events []*durablev1.HistoryEvent) TaskResult {
+	e := x.e
+	// The command events join the recorded ones first: the code, run at a
+	// past task's Started, meets the events its commands were recorded as
+	// after that point. Commands the code made in a previous task of this
+	// execution are checked against theirs here.
+	made := len(e.history)
+	for _, ev := range events {
+		switch ev.GetType() {
+		case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			e.scheduled[ev.GetEventId()] = ev
+			e.history = append(e.history, ev)
+		case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
+			e.history = append(e.history, ev)
+		}
+	}
+	for i := made; i < len(e.history) && i < len(e.commands); i++ {
+		if msg, ok := matches(e.commands[i], e.history[i]); !ok {
+			return e.nondeterministic(msg)
+		}
+	}
 	stop := func() bool { return e.mainDone }
 
 	// A past task saw exactly the events before its WorkflowTaskStarted: the
 	// code runs there, and only for tasks that completed (a failed or timed
 	// out task decided nothing).
-	completed := completedTasks(p.History)
+	completed := completedTasks(events)
 	e.replaying = true
-	for i, ev := range p.History {
+	for i, ev := range events {
 		switch ev.GetType() {
 		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED:
 			if !completed[i] {
@@ -121,7 +216,9 @@ func (d *Definition) Execute(p TaskParams) TaskResult {
 		return e.nondeterministic(fmt.Sprintf("history event %d is %s, but the workflow code no longer does it (it made only %d of %d recorded calls)",
 			ev.GetEventId(), describeEvent(ev), n, len(e.history)))
 	}
-	cmds := e.commands[len(e.history):]
+	// A copy: the commands stay the execution's, to be checked against
+	// their events in the next task.
+	cmds := slices.Clone(e.commands[len(e.history):])
 	if e.mainDone {
 		cmds = append(cmds, e.closeCommand())
 	}
@@ -208,15 +305,6 @@ func newEnv(p TaskParams) *env {
 		scheduled:  map[int64]*durablev1.HistoryEvent{},
 		early:      map[string]func(*future){},
 	}
-	for _, ev := range p.History {
-		switch ev.GetType() {
-		case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			e.scheduled[ev.GetEventId()] = ev
-			e.history = append(e.history, ev)
-		case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
-			e.history = append(e.history, ev)
-		}
-	}
 	return e
 }
 
@@ -235,7 +323,14 @@ func (e *env) command(c *durablev1.Command) {
 	if n >= len(e.history) {
 		return
 	}
-	ev := e.history[n]
+	if msg, ok := matches(c, e.history[n]); !ok {
+		panic(nondeterminism{msg: msg})
+	}
+}
+
+// matches checks a command against the event recorded at its position, and
+// says how they differ when they do.
+func matches(c *durablev1.Command, ev *durablev1.HistoryEvent) (string, bool) {
 	var ok bool
 	switch c.GetType() {
 	case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
@@ -244,10 +339,11 @@ func (e *env) command(c *durablev1.Command) {
 	case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
 		ok = ev.GetType() == durablev1.EventType_EVENT_TYPE_TIMER_STARTED && ev.GetTimerId() == c.GetTimerId()
 	}
-	if !ok {
-		panic(nondeterminism{msg: fmt.Sprintf("history event %d is %s, but the workflow code now %s",
-			ev.GetEventId(), describeEvent(ev), describeCommand(c))})
+	if ok {
+		return "", true
 	}
+	return fmt.Sprintf("history event %d is %s, but the workflow code now %s",
+		ev.GetEventId(), describeEvent(ev), describeCommand(c)), false
 }
 
 func describeEvent(ev *durablev1.HistoryEvent) string {

@@ -1,6 +1,7 @@
 package badger
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -152,6 +153,34 @@ func (t *tx) History(workflowID string) ([]*durablev1.HistoryEvent, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("history of workflow %q: %w", workflowID, err)
+	}
+	return out, nil
+}
+
+func (t *tx) HistoryRange(workflowID string, from, through int64) ([]*durablev1.HistoryEvent, error) {
+	if err := checkPart("workflow_id", workflowID); err != nil {
+		return nil, err
+	}
+	if from < 1 {
+		from = 1
+	}
+	if through < from {
+		return nil, nil
+	}
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: historyPrefix(workflowID), PrefetchValues: true, PrefetchSize: int(min(through-from+1, 100))})
+	defer it.Close()
+	end := historyKey(workflowID, through)
+	var out []*durablev1.HistoryEvent
+	for it.Seek(historyKey(workflowID, from)); it.Valid(); it.Next() {
+		item := it.Item()
+		if bytes.Compare(item.Key(), end) > 0 {
+			break
+		}
+		ev := new(durablev1.HistoryEvent)
+		if err := item.Value(func(v []byte) error { return unmarshal(item.Key(), v, ev) }); err != nil {
+			return nil, fmt.Errorf("history of workflow %q: %w", workflowID, err)
+		}
+		out = append(out, ev)
 	}
 	return out, nil
 }

@@ -163,16 +163,18 @@ func (x *Execution) apply(events []*durablev1.HistoryEvent) TaskResult {
 	for _, ev := range events {
 		switch ev.GetType() {
 		case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			ev = commandEvent(ev)
 			e.scheduled[ev.GetEventId()] = ev
 			e.history = append(e.history, ev)
 		case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
-			e.history = append(e.history, ev)
+			e.history = append(e.history, commandEvent(ev))
 		}
 	}
 	for i := made; i < len(e.history) && i < len(e.commands); i++ {
 		if msg, ok := matches(e.commands[i], e.history[i]); !ok {
 			return e.nondeterministic(msg)
 		}
+		e.commands[i] = nil // checked: only its position matters now
 	}
 	stop := func() bool { return e.mainDone }
 
@@ -325,6 +327,18 @@ func (e *env) command(c *durablev1.Command) {
 	}
 	if msg, ok := matches(c, e.history[n]); !ok {
 		panic(nondeterminism{msg: msg})
+	}
+	e.commands[n] = nil // checked: only its position matters now
+}
+
+// commandEvent keeps of a command's event what the checks and the lookups of
+// results read, not its input and options: an execution kept between tasks
+// holds one for every activity the workflow ever scheduled.
+func commandEvent(ev *durablev1.HistoryEvent) *durablev1.HistoryEvent {
+	return &durablev1.HistoryEvent{
+		EventId: ev.GetEventId(), Type: ev.GetType(),
+		ActivityId: ev.GetActivityId(), ActivityType: ev.GetActivityType(),
+		TimerId: ev.GetTimerId(), TimerDuration: ev.GetTimerDuration(),
 	}
 }
 

@@ -38,25 +38,29 @@ const (
 // awaited from this process), in workflows that fan out to 50, 500 or 1,000
 // activities each, with the worker's workflow cache on (Sticky: tasks carry
 // only new events) and off (Whole: every task carries the whole history, as
-// before). Besides activities/s and CPU per activity (both processes) it
-// reports what the workflow tasks cost on the wire, which CPU contention does
-// not move: events and bytes per task, and bytes per activity.
+// before); StickyTwoWorkers runs two worker processes with their caches on,
+// which take a workflow's tasks in turn as they happen to poll. Besides
+// activities/s and CPU per activity (all processes) it reports what the
+// workflow tasks cost on the wire, which CPU contention does not move:
+// events and bytes per task, the share of tasks that carried only new
+// events, and bytes per activity (the history a worker asked for on a cache
+// miss included).
 //
 //	go test -run '^$' -bench WorkflowTaskHistory -benchtime 20000x -count 5 ./internal/bench
 func BenchmarkWorkflowTaskHistory(b *testing.B) {
 	for _, n := range []int{50, 500, 1000} {
-		for _, cache := range []struct {
-			name string
-			size int
-		}{{"Sticky", 1000}, {"Whole", -1}} {
-			b.Run(fmt.Sprintf("FanOut%d/%s", n, cache.name), func(b *testing.B) { benchHistory(b, n, cache.size) })
+		for _, v := range []struct {
+			name             string
+			cache, processes int
+		}{{"Sticky", 1000, 1}, {"Whole", -1, 1}, {"StickyTwoWorkers", 1000, 2}} {
+			b.Run(fmt.Sprintf("FanOut%d/%s", n, v.name), func(b *testing.B) { benchHistory(b, n, v.cache, v.processes) })
 		}
 	}
 }
 
 // taskWire counts what the daemon sends in workflow tasks.
 type taskWire struct {
-	tasks, events, bytes, fetched atomic.Int64
+	tasks, partial, events, bytes, fetched atomic.Int64
 }
 
 func (w *taskWire) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -65,6 +69,9 @@ func (w *taskWire) intercept(ctx context.Context, req any, info *grpc.UnaryServe
 	case *durablev1.PollWorkflowTaskResponse:
 		if len(r.GetTaskToken()) > 0 {
 			w.tasks.Add(1)
+			if r.GetHistoryStartEventId() > 1 {
+				w.partial.Add(1)
+			}
 			w.events.Add(int64(len(r.GetHistory())))
 			w.bytes.Add(int64(proto.Size(r)))
 		}
@@ -76,19 +83,23 @@ func (w *taskWire) intercept(ctx context.Context, req any, info *grpc.UnaryServe
 	return resp, err
 }
 
-func benchHistory(b *testing.B, fanOut, cache int) {
+func benchHistory(b *testing.B, fanOut, cache, processes int) {
 	wire := &taskWire{}
 	addr := startCountingDaemon(b, wire)
-	w := exec.Command(os.Args[0], "-test.run=^TestHistoryWorkerProcess$")
-	w.Env = append(os.Environ(), envHistoryWorker+"="+addr, envHistoryCache+"="+strconv.Itoa(cache))
-	w.Stderr = os.Stderr
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
+	var pids []int
+	for range processes {
+		w := exec.Command(os.Args[0], "-test.run=^TestHistoryWorkerProcess$")
+		w.Env = append(os.Environ(), envHistoryWorker+"="+addr, envHistoryCache+"="+strconv.Itoa(cache))
+		w.Stderr = os.Stderr
+		if err := w.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			w.Process.Kill()
+			w.Wait()
+		})
+		pids = append(pids, w.Process.Pid)
 	}
-	b.Cleanup(func() {
-		w.Process.Kill()
-		w.Wait()
-	})
 	c, err := client.New(addr)
 	if err != nil {
 		b.Fatal(err)
@@ -96,9 +107,8 @@ func benchHistory(b *testing.B, fanOut, cache int) {
 	defer c.Close()
 	ctx := context.Background()
 
-	cpu := cpuClock{workerPID: w.Process.Pid}
 	b.ResetTimer()
-	start, cpuStart := time.Now(), cpu.now()
+	start, cpuStart := time.Now(), cpuOf(pids)
 	var runs []*client.Run
 	for left := b.N; left > 0; left -= fanOut {
 		run, err := c.Start(ctx, "HistoryFanOut", min(left, fanOut), client.StartOptions{ID: fmt.Sprintf("fan-%d", len(runs)), TaskQueue: historyQueue})
@@ -112,15 +122,25 @@ func benchHistory(b *testing.B, fanOut, cache int) {
 			b.Fatal(err)
 		}
 	}
-	elapsed, cpuUsed := time.Since(start), cpu.now()-cpuStart
+	elapsed, cpuUsed := time.Since(start), cpuOf(pids)-cpuStart
 	b.StopTimer()
 	tasks := max(wire.tasks.Load(), 1)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "activities/s")
 	b.ReportMetric(float64(cpuUsed.Microseconds())/float64(b.N), "cpu-µs/activity")
 	b.ReportMetric(float64(wire.tasks.Load())/float64(len(runs)), "tasks/workflow")
+	b.ReportMetric(float64(wire.partial.Load())/float64(tasks), "partial/task")
 	b.ReportMetric(float64(wire.events.Load())/float64(tasks), "events/task")
 	b.ReportMetric(float64(wire.bytes.Load())/float64(tasks), "B/task")
 	b.ReportMetric(float64(wire.bytes.Load()+wire.fetched.Load())/float64(b.N), "task-B/activity")
+}
+
+// cpuOf is the CPU time this process and the worker processes have used.
+func cpuOf(pids []int) time.Duration {
+	d := cpuClock{}.now()
+	for _, pid := range pids {
+		d += procCPU(pid)
+	}
+	return d
 }
 
 // startCountingDaemon serves an engine over an on-disk store, durable by

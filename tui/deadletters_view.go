@@ -43,6 +43,29 @@ func (m Model) deadCells(st *Styles, a *durablev1.PendingActivity) []cell {
 	}
 }
 
+// printColumns: one line per fingerprint, the message as the fingerprint
+// reads it (placeholders for what varies), as wf dlq list --group shows it.
+var printColumns = []column{
+	{title: "FINGERPRINT", min: 12, drop: 2},
+	{title: "FAILURE TYPE", min: 16},
+	{title: "COUNT", min: 7},
+	{title: "FIRST SEEN", min: 12, prio: 1, drop: 1},
+	{title: "LAST SEEN", min: 12, prio: 1},
+	{title: "MESSAGE", min: 10, prio: 0, keep: 30},
+}
+
+func (m Model) printCells(st *Styles, g *failureGroup) []cell {
+	latest := g.members.At(0)
+	return []cell{
+		{text: g.key, style: &st.Muted},
+		{text: activity.EscapeID(g.typ), style: &st.Failed},
+		{text: thousands(g.count())},
+		{text: span(m.now.Sub(g.firstSeen())) + " ago", style: &st.Muted},
+		{text: span(m.now.Sub(g.lastSeen())) + " ago", style: &st.Muted},
+		{text: oneLine(activity.NormalizedMessage(latest.GetLastFailure()))},
+	}
+}
+
 func (m Model) groupCells(st *Styles, g *failureGroup) []cell {
 	latest := g.members.At(0)
 	return []cell{
@@ -96,7 +119,19 @@ func (c deadLettersScreen) Update(m Model, msg tea.KeyMsg) (Model, tea.Cmd, bool
 	}
 	switch {
 	case key.Matches(msg, k.Group):
-		m.views.dead.grouped = !c.grouped
+		// g goes round: by failure type, by fingerprint, ungrouped.
+		switch {
+		case !c.grouped:
+			m.views.dead.grouped = true
+			if m.st.dead.byPrint {
+				m.st.groupDeadBy(false)
+			}
+		case !m.st.dead.byPrint:
+			m.st.groupDeadBy(true)
+		default:
+			m.views.dead.grouped = false
+		}
+		m.views.dead.groups = list{}
 		return m.clampAll(), nil, true
 	case key.Matches(msg, k.Back) && c.grouped && m.filterText() == "":
 		// esc clears the filter first (the console's own esc), then the
@@ -165,11 +200,15 @@ func (c deadLettersScreen) View(m Model, h int) string {
 	if c.grouped {
 		l := c.groups
 		end := min(l.offset+h-1, len(m.st.dead.groupOrder))
+		cols, cells := groupColumns, m.groupCells
+		if m.st.dead.byPrint {
+			cols, cells = printColumns, m.printCells
+		}
 		var rows [][]cell
 		for i := l.offset; i < end; i++ {
-			rows = append(rows, m.groupCells(&st, m.st.dead.groupOrder[i]))
+			rows = append(rows, cells(&st, m.st.dead.groupOrder[i]))
 		}
-		return renderTable(m.styles, groupColumns, rows, m.width, l.cursor-l.offset)
+		return renderTable(m.styles, cols, rows, m.width, l.cursor-l.offset)
 	}
 	l := c.list
 	window := m.st.dead.set.Window(l.offset, h-1)
@@ -202,6 +241,17 @@ func (c deadLettersScreen) Len(m Model) int {
 	return m.st.dead.set.Len()
 }
 
+// Status names the grouping in force and what g does next.
+func (c deadLettersScreen) Status(m Model) string {
+	switch {
+	case !c.grouped:
+		return ""
+	case m.st.dead.byPrint:
+		return m.styles.Muted.Render("grouped by fingerprint: type and message, numbers and ids aside · g ungroups")
+	}
+	return m.styles.Muted.Render("grouped by failure type · g groups by fingerprint")
+}
+
 // Validate says why a word selects no letter.
 func (c deadLettersScreen) Validate(f filter) error { return f.sel.ForDeadLetters() }
 
@@ -211,13 +261,17 @@ const noFailureType = "(no failure type)"
 
 // groupSelection is the selection that shows exactly a group's letters: the
 // filter in force and the group's failure type, matched exactly (a group of
-// Timeout never takes in HeartbeatTimeout).
+// Timeout never takes in HeartbeatTimeout), or its fingerprint.
 func (m Model) groupSelection(g *failureGroup) (client.Selection, bool) {
-	if g.typ == noFailureType {
-		return client.Selection{}, false
-	}
 	sel := m.st.dead.filter.sel
-	sel.FailureType = g.typ
+	switch {
+	case g.byPrint():
+		sel.Fingerprint = g.key
+	case g.typ == noFailureType:
+		return client.Selection{}, false
+	default:
+		sel.FailureType = g.typ
+	}
 	return sel, true
 }
 

@@ -1,6 +1,10 @@
 package tui
 
-import "time"
+import (
+	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
 
 // flash is the outcome of the last action, shown under the header. A new
 // action replaces it, any key clears it, and it expires on its own: an
@@ -12,7 +16,11 @@ type flash struct {
 	// changed (offline, writes refused): its words are redrawn from the
 	// connection as it is now, and it goes when the connection is back.
 	refused bool
-	at      time.Time // by the console's own clock
+	// op is the operation whose outcome the flash tells: its words are
+	// redrawn from the operation as the daemon last reported it, since
+	// letters it released go on dead-lettering again after it completed.
+	op string
+	at time.Time // by the console's own clock
 }
 
 // An outcome ("op-7 completed: …") is read in a glance and stays long
@@ -30,6 +38,23 @@ const (
 func (m Model) say(text string) Model {
 	m.flash = flash{text: text, at: m.clk.local}
 	return m
+}
+
+// sayOutcome shows how operation op ended, kept up to date while shown.
+func (m Model) sayOutcome(op *durablev1.Operation) Model {
+	m = m.say(opOutcome(op))
+	m.flash.op = op.GetId()
+	return m
+}
+
+// flashText is the flash's words as they stand now.
+func (m Model) flashText() string {
+	if m.flash.op != "" {
+		if op, ok := m.ops.get(m.flash.op); ok {
+			return opOutcome(op)
+		}
+	}
+	return m.flash.text
 }
 
 // warn shows text as a failed action.

@@ -92,6 +92,7 @@ func TestGoldenViews(t *testing.T) {
 		{name: "Attempts", backend: fixtureBackend},
 		{name: "DeadLetters", backend: fixtureBackend, keys: []string{"2"}},
 		{name: "DeadLettersGrouped", backend: fixtureBackend, keys: []string{"2", "g"}},
+		{name: "DeadLettersByFingerprint", backend: fixtureBackend, keys: []string{"2", "g", "g"}},
 		{name: "Workflows", backend: fixtureBackend, keys: []string{"3"}},
 		{name: "Timeline", backend: fixtureBackend, keys: []string{"3", "j", "enter"}, waitFor: "TimerStarted"},
 		{name: "Detail", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history"},

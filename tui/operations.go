@@ -183,7 +183,7 @@ func (m Model) settle() Model {
 		case !ok && m.conn.synced:
 			m = m.warn(id + " is no longer known to the daemon")
 		case ok && !isRunning(op):
-			m = m.say(opOutcome(op))
+			m = m.sayOutcome(op)
 		default:
 			keep = append(keep, id)
 		}

@@ -108,6 +108,12 @@ func TestStartedOperationShowsPushedProgress(t *testing.T) {
 	if s := statusLine(m); s != want || len(m.follow) != 0 {
 		t.Fatalf("status %q, following %v; want %q and nothing followed", s, m.follow, want)
 	}
+	// Letters it released go on dead-lettering again after it completed:
+	// the outcome, while shown, says so.
+	m = feed(m, upsertOps(opAt(opCompleted, 3, 3)))
+	if s, want := statusLine(m), "op-7 completed: released 3 of 3 · re-dead-lettered 3 · 3 still in the DLQ · took 3.0s"; s != want {
+		t.Fatalf("status %q after two more letters dead-lettered again, want %q", s, want)
+	}
 	next, _ = m.Update(tickMsg{now: t0.Add(flashFor)})
 	m = next.(Model)
 	if s := statusLine(m); s != "" {

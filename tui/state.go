@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"github.com/tinyllm/durable/client"
 	"slices"
 	"sort"
 	"time"
@@ -63,12 +64,19 @@ func workflowLess(a, b *durablev1.WorkflowInfo) bool {
 	return a.GetWorkflowId() < b.GetWorkflowId()
 }
 
-// failureGroup is every shown dead letter with one failure type: one outage is
-// one line.
+// failureGroup is every shown dead letter with one failure type, or with
+// one fingerprint (the type and the message but for its numbers, ids and
+// addresses): one outage is one line.
 type failureGroup struct {
+	// key is the failure type, or the fingerprint when grouped by it.
+	key string
+	// typ is the failure type of every member.
 	typ     string
 	members *sortedSet[*durablev1.PendingActivity] // deadLess: first is newest
 }
+
+// byPrint reports whether the group is a fingerprint's.
+func (g *failureGroup) byPrint() bool { return g.key != g.typ }
 
 func (g *failureGroup) count() int { return g.members.Len() }
 
@@ -80,11 +88,27 @@ func (g *failureGroup) firstSeen() time.Time {
 	return g.members.At(g.members.Len() - 1).GetDeadLetteredTime().AsTime()
 }
 
-func groupKey(a *durablev1.PendingActivity) string {
+// failureType is a's failure type, noFailureType for none.
+func failureType(a *durablev1.PendingActivity) string {
 	if t := a.GetLastFailure().GetType(); t != "" {
 		return t
 	}
 	return noFailureType
+}
+
+// groupKey is the group a falls in: its failure type, or its fingerprint
+// when the list groups by fingerprint (a letter without a failure has
+// none, and falls in its type's group).
+func (l *activityList) groupKey(a *durablev1.PendingActivity) string {
+	if l.byPrint && a.GetLastFailure() != nil {
+		return client.FingerprintOf(a)
+	}
+	return failureType(a)
+}
+
+// newGroup is the empty group of a's key.
+func (l *activityList) newGroup(a *durablev1.PendingActivity) *failureGroup {
+	return &failureGroup{key: l.groupKey(a), typ: failureType(a), members: newSortedSet(deadLess)}
 }
 
 // activityList is one view's filtered, ordered activities.
@@ -92,9 +116,11 @@ type activityList struct {
 	filter   filter
 	onlyDead bool
 	set      *sortedSet[*durablev1.PendingActivity]
-	// Dead letters only: groups by failure type, largest first.
+	// Dead letters only: groups by failure type (by fingerprint with
+	// byPrint), largest first.
 	groups     map[string]*failureGroup
 	groupOrder []*failureGroup
+	byPrint    bool
 	// The home view only: its order, whether it leaves dead letters to
 	// their own screen, and the urgency each row was placed with.
 	home homeOrder
@@ -134,7 +160,7 @@ func (l *activityList) put(key string, old, a *durablev1.PendingActivity, now ti
 			delete(l.home.rank, gone)
 		}
 		if ok && l.groups != nil {
-			gk := groupKey(old)
+			gk := l.groupKey(old)
 			if g := l.groups[gk]; g != nil {
 				g.members.Remove(key)
 				if g.count() == 0 {
@@ -150,10 +176,10 @@ func (l *activityList) put(key string, old, a *durablev1.PendingActivity, now ti
 		}
 		l.set.Upsert(key, a)
 		if l.groups != nil {
-			gk := groupKey(a)
+			gk := l.groupKey(a)
 			g := l.groups[gk]
 			if g == nil {
-				g = &failureGroup{typ: gk, members: newSortedSet(deadLess)}
+				g = l.newGroup(a)
 				l.groups[gk] = g
 			}
 			g.members.Upsert(key, a)
@@ -173,7 +199,10 @@ func (l *activityList) sortGroups() {
 		if a.count() != b.count() {
 			return a.count() > b.count()
 		}
-		return a.typ < b.typ
+		if a.typ != b.typ {
+			return a.typ < b.typ
+		}
+		return a.key < b.key
 	})
 }
 
@@ -328,7 +357,7 @@ func (l *activityList) load(acts map[string]*durablev1.PendingActivity, now time
 		ids = append(ids, k)
 		items = append(items, a)
 		if l.groups != nil {
-			gk := groupKey(a)
+			gk := l.groupKey(a)
 			byGroup[gk] = append(byGroup[gk], k)
 			groupItems[gk] = append(groupItems[gk], a)
 		}
@@ -343,7 +372,7 @@ func (l *activityList) load(acts map[string]*durablev1.PendingActivity, now time
 	if l.groups != nil {
 		l.groups = make(map[string]*failureGroup, len(byGroup))
 		for gk, gids := range byGroup {
-			g := &failureGroup{typ: gk, members: newSortedSet(deadLess)}
+			g := l.newGroup(groupItems[gk][0])
 			g.members.load(gids, groupItems[gk])
 			l.groups[gk] = g
 		}
@@ -357,6 +386,9 @@ func (s *state) refilterActivities(dead bool, f filter) {
 	l := newActivityList(dead, f, &s.queues)
 	if !dead && s.attempts != nil {
 		l.home.key, l.home.hideDead, l.home.now = s.attempts.home.key, s.attempts.home.hideDead, s.attempts.home.now
+	}
+	if dead && s.dead != nil {
+		l.byPrint = s.dead.byPrint
 	}
 	l.load(s.acts, s.now)
 	if dead {
@@ -400,4 +432,11 @@ func (s *state) replaceWith(acts []*durablev1.PendingActivity, wfs []*durablev1.
 	s.refilterActivities(true, s.dead.filter)
 	s.refilterWorkflows(s.wfFilter)
 	s.reloadWorkflowTasks()
+}
+
+// groupDeadBy groups the dead letters by fingerprint (or by failure type):
+// one O(n) rebuild, when the user asks.
+func (s *state) groupDeadBy(fingerprint bool) {
+	s.dead.byPrint = fingerprint
+	s.refilterActivities(true, s.dead.filter)
 }

@@ -189,7 +189,7 @@ func (m Model) statusView() string {
 		if m.flash.warn {
 			style = st.Warning
 		}
-		return m.twoLines(m.flash.text, style)
+		return m.twoLines(m.flashText(), style)
 	case m.conn.writes.GetRefused():
 		// It stays until the daemon says writes are back: nothing this
 		// console asks to change can happen meanwhile.

@@ -52,7 +52,18 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); log.Close() })
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			log.Close()
+			if t.Failed() {
+				b, _ := os.ReadFile(log.Name())
+				if len(b) > 4000 {
+					b = b[len(b)-4000:]
+				}
+				t.Logf("%s (the end of its log):\n%s", name, b)
+			}
+		})
 		return cmd
 	}
 	wf := func(args ...string) (string, error) {
@@ -123,8 +134,15 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 		return strings.Contains(screen(), "dead letters (3)")
 	})
 
-	// The outage ends: a healthy worker takes over, and the letters are redriven.
+	// The outage ends: the workflow's own policy is back (20 attempts, 50 ms
+	// backoff), a healthy worker takes over, and the letters are redriven.
+	if out, err := wf("policy", "clear", "FlakyStep", "--reason", "e2e: outage over"); err != nil {
+		t.Fatalf("wf policy clear: %v: %s", err, out)
+	}
+	// The healthy worker takes the sink's lock, which the outage worker
+	// holds until it is gone: SIGKILL, then wait for the exit.
 	_ = outage.Process.Kill()
+	_, _ = outage.Process.Wait()
 	start("demo", "worker", "--addr", addr, "--sink-dir", filepath.Join(dir, "sink"))
 	tmux("send-keys", "-t", session, "R")
 	waitUntil(t, 10*time.Second, "the confirmation", func() bool { return strings.Contains(screen(), "Redrive 3 dead letters?") })

@@ -209,7 +209,7 @@ func (e *Engine) taskHistory(tx Tx, resp *durablev1.PollWorkflowTaskResponse, se
 }
 
 // GetWorkflowTaskHistory returns the events before req.before_event_id (all
-// that the task saw, for 0) of the workflow whose task the token leases: what
+// of them, for 0) of the workflow whose task the token leases: what
 // a worker sent a partial history needs when the workflow is no longer in
 // its cache.
 func (e *Engine) GetWorkflowTaskHistory(ctx context.Context, req *durablev1.GetWorkflowTaskHistoryRequest) (*durablev1.GetWorkflowHistoryResponse, error) {

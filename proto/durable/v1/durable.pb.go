@@ -1741,8 +1741,8 @@ type GetWorkflowTaskHistoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The token of a leased workflow task.
 	TaskToken []byte `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
-	// Only events with ids below this one; 0 means every event the task saw
-	// (up to its WorkflowTaskStarted).
+	// Only events with ids below this one; 0 means the whole history as it
+	// stands, events recorded since the task started included.
 	BeforeEventId int64 `protobuf:"varint,2,opt,name=before_event_id,json=beforeEventId,proto3" json:"before_event_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

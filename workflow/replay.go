@@ -163,11 +163,10 @@ func (x *Execution) apply(events []*durablev1.HistoryEvent) TaskResult {
 	for _, ev := range events {
 		switch ev.GetType() {
 		case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			ev = commandEvent(ev)
-			e.scheduled[ev.GetEventId()] = ev
-			e.history = append(e.history, ev)
+			e.scheduled[ev.GetEventId()] = len(e.history)
+			e.history = append(e.history, recordedOf(ev))
 		case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
-			e.history = append(e.history, commandEvent(ev))
+			e.history = append(e.history, recordedOf(ev))
 		}
 	}
 	for i := made; i < len(e.history) && i < len(e.commands); i++ {
@@ -214,9 +213,9 @@ func (x *Execution) apply(events []*durablev1.HistoryEvent) TaskResult {
 		return e.failed()
 	}
 	if n := len(e.commands); n < len(e.history) {
-		ev := e.history[n]
+		r := e.history[n]
 		return e.nondeterministic(fmt.Sprintf("history event %d is %s, but the workflow code no longer does it (it made only %d of %d recorded calls)",
-			ev.GetEventId(), describeEvent(ev), n, len(e.history)))
+			r.eventID, r, n, len(e.history)))
 	}
 	// A copy: the commands stay the execution's, to be checked against
 	// their events in the next task.
@@ -281,12 +280,14 @@ type env struct {
 	seq       int
 	coroSeq   int
 	// history are the command events recorded (ActivityTaskScheduled,
-	// TimerStarted) in order; commands are those the code made this time.
-	history    []*durablev1.HistoryEvent
+	// TimerStarted) in order; commands are those the code made, nil once
+	// checked against their event. scheduled indexes history by the event
+	// id of each ActivityTaskScheduled.
+	history    []recorded
 	commands   []*durablev1.Command
 	activities map[string]*future
 	timers     map[string]*future
-	scheduled  map[int64]*durablev1.HistoryEvent
+	scheduled  map[int64]int
 	early      map[string]func(*future)
 	mainDone   bool
 	result     []byte
@@ -304,7 +305,7 @@ func newEnv(p TaskParams) *env {
 		info:       Info{WorkflowID: p.WorkflowID, WorkflowType: p.WorkflowType, TaskQueue: p.TaskQueue, Attempt: p.Attempt},
 		activities: map[string]*future{},
 		timers:     map[string]*future{},
-		scheduled:  map[int64]*durablev1.HistoryEvent{},
+		scheduled:  map[int64]int{},
 		early:      map[string]func(*future){},
 	}
 	return e
@@ -331,43 +332,54 @@ func (e *env) command(c *durablev1.Command) {
 	e.commands[n] = nil // checked: only its position matters now
 }
 
-// commandEvent keeps of a command's event what the checks and the lookups of
-// results read, not its input and options: an execution kept between tasks
-// holds one for every activity the workflow ever scheduled.
-func commandEvent(ev *durablev1.HistoryEvent) *durablev1.HistoryEvent {
-	return &durablev1.HistoryEvent{
-		EventId: ev.GetEventId(), Type: ev.GetType(),
-		ActivityId: ev.GetActivityId(), ActivityType: ev.GetActivityType(),
-		TimerId: ev.GetTimerId(), TimerDuration: ev.GetTimerDuration(),
+// recorded is what an execution keeps of a command's event: what the checks
+// and the lookups of results read, not its input and options, since an
+// execution kept between tasks holds one for every activity the workflow
+// ever scheduled.
+type recorded struct {
+	eventID       int64
+	typ           durablev1.EventType
+	activityID    string
+	activityType  string
+	timerID       string
+	timerDuration time.Duration
+}
+
+func recordedOf(ev *durablev1.HistoryEvent) recorded {
+	return recorded{
+		eventID: ev.GetEventId(), typ: ev.GetType(),
+		activityID: ev.GetActivityId(), activityType: ev.GetActivityType(),
+		timerID: ev.GetTimerId(), timerDuration: ev.GetTimerDuration().AsDuration(),
 	}
 }
 
 // matches checks a command against the event recorded at its position, and
 // says how they differ when they do.
-func matches(c *durablev1.Command, ev *durablev1.HistoryEvent) (string, bool) {
+func matches(c *durablev1.Command, r recorded) (string, bool) {
 	var ok bool
 	switch c.GetType() {
 	case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
-		ok = ev.GetType() == durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
-			ev.GetActivityId() == c.GetActivityId() && ev.GetActivityType() == c.GetActivityType()
+		ok = r.typ == durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
+			r.activityID == c.GetActivityId() && r.activityType == c.GetActivityType()
 	case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
-		ok = ev.GetType() == durablev1.EventType_EVENT_TYPE_TIMER_STARTED && ev.GetTimerId() == c.GetTimerId()
+		ok = r.typ == durablev1.EventType_EVENT_TYPE_TIMER_STARTED && r.timerID == c.GetTimerId()
 	}
 	if ok {
 		return "", true
 	}
 	return fmt.Sprintf("history event %d is %s, but the workflow code now %s",
-		ev.GetEventId(), describeEvent(ev), describeCommand(c)), false
+		r.eventID, r, describeCommand(c)), false
 }
 
-func describeEvent(ev *durablev1.HistoryEvent) string {
-	switch ev.GetType() {
+// String describes the event for a non-determinism message.
+func (r recorded) String() string {
+	switch r.typ {
 	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-		return fmt.Sprintf("ActivityTaskScheduled (activity %s, id %s)", ev.GetActivityType(), ev.GetActivityId())
+		return fmt.Sprintf("ActivityTaskScheduled (activity %s, id %s)", r.activityType, r.activityID)
 	case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
-		return fmt.Sprintf("TimerStarted (timer id %s, %v)", ev.GetTimerId(), ev.GetTimerDuration().AsDuration())
+		return fmt.Sprintf("TimerStarted (timer id %s, %v)", r.timerID, r.timerDuration)
 	}
-	return ev.GetType().String()
+	return r.typ.String()
 }
 
 func describeCommand(c *durablev1.Command) string {
@@ -380,12 +392,21 @@ func describeCommand(c *durablev1.Command) string {
 	return c.GetType().String()
 }
 
+// scheduledEvent is the ActivityTaskScheduled event with id, or the zero
+// recorded when there is none.
+func (e *env) scheduledEvent(id int64) recorded {
+	if i, ok := e.scheduled[id]; ok {
+		return e.history[i]
+	}
+	return recorded{}
+}
+
 // apply hands a result event to its future, or keeps it until the code
 // creates that future.
 func (e *env) apply(ev *durablev1.HistoryEvent) {
 	id := ev.GetActivityId()
 	if id == "" {
-		id = e.scheduled[ev.GetScheduledEventId()].GetActivityId()
+		id = e.scheduledEvent(ev.GetScheduledEventId()).activityID
 	}
 	var res func(*future)
 	table := e.activities
@@ -395,7 +416,7 @@ func (e *env) apply(ev *durablev1.HistoryEvent) {
 	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_FAILED:
 		typ := ev.GetActivityType()
 		if typ == "" {
-			typ = e.scheduled[ev.GetScheduledEventId()].GetActivityType()
+			typ = e.scheduledEvent(ev.GetScheduledEventId()).activityType
 		}
 		cause, ok := activity.ErrorFromFailure(ev.GetFailure()).(*activity.Error)
 		if !ok {

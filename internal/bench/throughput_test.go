@@ -65,7 +65,15 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if addr := os.Getenv(envSDKWorker); addr != "" {
+		if err := runSDKWorker(addr); err != nil {
+			fmt.Fprintln(os.Stderr, "bench SDK worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
+	closeSharedDaemons()
 	testdaemon.Cleanup()
 	os.Exit(code)
 }
@@ -89,7 +97,8 @@ type setup struct {
 	failOnce bool
 	secure   bool // TLS and bearer-token auth
 	metrics  bool
-	observer engine.Observer // hears the engine when metrics are off
+	observer engine.Observer                   // hears the engine when metrics are off
+	jitter   func(time.Duration) time.Duration // replaces the retry jitter when set
 }
 
 func benchThroughput(b *testing.B, s setup) {
@@ -175,14 +184,24 @@ func (d *daemon) options(role string) []client.Option {
 }
 
 // startDaemon serves an engine over an on-disk store, durable by default,
-// with TLS and auth or metrics when the setup asks for them.
+// with TLS and auth or metrics when the setup asks for them, until the
+// benchmark ends.
 func startDaemon(b *testing.B, s setup) *daemon {
-	st, err := badgerstore.Open(b.TempDir(), badgerstore.Options{})
+	d, stop := openDaemon(b, b.TempDir(), s)
+	b.Cleanup(stop)
+	return d
+}
+
+// openDaemon is startDaemon over dir, stopped by the function it returns
+// rather than by the end of a benchmark, for a state that several runs
+// share. tb is used only while it starts.
+func openDaemon(tb testing.TB, dir string, s setup) (*daemon, func()) {
+	st, err := badgerstore.Open(dir, badgerstore.Options{})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	eopts := engine.Options{Observer: s.observer}
+	eopts := engine.Options{Observer: s.observer, Jitter: s.jitter}
 	sopts := server.Options{Logger: logger}
 	if s.metrics {
 		sopts.Metrics = server.NewMetrics()
@@ -191,16 +210,16 @@ func startDaemon(b *testing.B, s setup) *daemon {
 	eopts.Logger = logger
 	eng, err := engine.New(st, eopts)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	d := &daemon{tokens: map[string]string{}}
 	var extra []grpc.ServerOption
 	if s.secure {
-		dir := b.TempDir()
-		files := testcert.NewCA(b, "bench CA").WriteFiles(b, dir, "daemon", "durabled", "127.0.0.1")
+		certDir := tb.TempDir()
+		files := testcert.NewCA(tb, "bench CA").WriteFiles(tb, certDir, "daemon", "durabled", "127.0.0.1")
 		pair, err := tlsfile.LoadKeyPair(files.Cert, files.Key)
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		extra = append(extra, grpc.Creds(credentials.NewTLS(tlsfile.ServerConfig(pair, nil))))
 		d.caFile = files.CA
@@ -213,23 +232,22 @@ func startDaemon(b *testing.B, s setup) *daemon {
 		}
 		ids, err := server.ParseAuthFile([]byte(`{"principals": [` + strings.Join(entries, ",") + `]}`))
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		sopts.Auth = server.NewAuthFrom(ids)
 	}
 	gs := server.New(eng, sopts).NewGRPCServer(extra...)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	go gs.Serve(l)
-	b.Cleanup(func() {
+	d.addr = l.Addr().String()
+	return d, func() {
 		eng.Close()
 		gs.Stop()
 		st.Close()
-	})
-	d.addr = l.Addr().String()
-	return d
+	}
 }
 
 // runWorker is the worker process: activity pollers that complete (or fail

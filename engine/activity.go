@@ -289,7 +289,7 @@ func (e *Engine) endAttempt(tx Tx, c *change, in *durablev1.PendingActivity, now
 	r.EndedTime = ts(now)
 	r.Failure = f
 	took := now.Sub(r.GetStartedTime().AsTime())
-	_ = recordLatency(tx, in.GetActivityType(), now, took, f != nil)
+	c.latency = append(c.latency, latencySample{activityType: in.GetActivityType(), at: now, d: took, failed: f != nil})
 	c.observe(observation{kind: obsEnded, activityType: in.GetActivityType(), result: result, d: took})
 }
 

@@ -296,6 +296,7 @@ func (e *Engine) try(batch []*request) (int, error) {
 			changes[i] = c
 			seqUsed = seqUsed || c.seqUsed
 		}
+		countLatency(tx, changes)
 		if seqUsed {
 			return tx.SetCounter(e.seq)
 		}

@@ -213,6 +213,9 @@ type change struct {
 	operations []*durablev1.Operation
 	// overrides set or (Cleared) cleared, see override.go
 	overrides []*durablev1.PolicyOverride
+	// latency are the attempts that ended, counted once per batch (see
+	// countLatency).
+	latency []latencySample
 }
 
 func (c *change) enqueue(q QueueEntry) { c.entries = append(c.entries, q) }

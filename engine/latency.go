@@ -49,17 +49,62 @@ const (
 // hourOf is the start of the hour t falls in, in UTC.
 func hourOf(t time.Time) time.Time { return t.UTC().Truncate(time.Hour) }
 
-// recordLatency counts an attempt that ended at now after d in its type's
-// record of that hour.
-func recordLatency(tx Tx, activityType string, now time.Time, d time.Duration, failed bool) error {
-	hour := hourOf(now)
-	l, err := tx.GetLatencyHour(activityType, hour)
-	if errors.Is(err, ErrNotFound) {
-		l, err = &durablev1.LatencyRecord{ActivityType: activityType, Hour: ts(hour)}, nil
+// latencySample is an attempt that ended at a time after d, as a
+// transition notes it (change.latency) for the batch to count.
+type latencySample struct {
+	activityType string
+	at           time.Time
+	d            time.Duration
+	failed       bool
+}
+
+// latencyKey is the record a sample is counted in: its type's, of the hour
+// it ended in.
+type latencyKey struct {
+	activityType string
+	hour         time.Time
+}
+
+// countLatency adds the batch's attempts to their types' hourly records: one
+// read and one write per type and hour, not per attempt (a batch of 32
+// completions of one type read, decoded, encoded and wrote a 1.4 KB record 32
+// times; about 3 % of the daemon's CPU at full throughput). The samples come
+// from the batch's changes, so a batch that aborts, and is retried in parts,
+// counts each attempt once, in the part that commits. Stats are best effort:
+// a record that cannot be read or written is skipped, as before.
+func countLatency(tx Tx, changes []*change) {
+	var sums map[latencyKey]*durablev1.LatencyRecord
+	var order []latencyKey
+	for _, c := range changes {
+		for _, s := range c.latency {
+			k := latencyKey{s.activityType, hourOf(s.at)}
+			l, ok := sums[k]
+			if !ok {
+				if sums == nil {
+					sums = map[latencyKey]*durablev1.LatencyRecord{}
+				}
+				l = &durablev1.LatencyRecord{Buckets: make([]int64, latencyBuckets)}
+				sums[k] = l
+				order = append(order, k)
+			}
+			addSample(l, s.d, s.failed)
+		}
 	}
-	if err != nil {
-		return err
+	for _, k := range order {
+		l, err := tx.GetLatencyHour(k.activityType, k.hour)
+		if errors.Is(err, ErrNotFound) {
+			l, err = &durablev1.LatencyRecord{ActivityType: k.activityType, Hour: ts(k.hour)}, nil
+		}
+		if err != nil {
+			continue
+		}
+		mergeLatency(l, sums[k])
+		_ = tx.PutLatencyHour(l)
 	}
+}
+
+// addSample counts one attempt of d in l.
+func addSample(l *durablev1.LatencyRecord, d time.Duration, failed bool) {
 	if len(l.Buckets) < latencyBuckets {
 		l.Buckets = append(l.Buckets, make([]int64, latencyBuckets-len(l.Buckets))...)
 	}
@@ -69,7 +114,6 @@ func recordLatency(tx Tx, activityType string, now time.Time, d time.Duration, f
 		l.Failures++
 	}
 	l.MaxNs = max(l.MaxNs, int64(d))
-	return tx.PutLatencyHour(l)
 }
 
 // mergeLatency adds the counts of src to dst.

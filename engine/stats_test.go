@@ -2,8 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,5 +127,40 @@ func TestStatsShowThePolicyInForce(t *testing.T) {
 	if in := st.GetOptionsInForce(); in.GetStartToCloseTimeout().AsDuration() != 45*time.Second || in.GetRetryPolicy().GetMaxAttempts() != 6 ||
 		!slices.Equal(st.GetOverriddenFields(), []string{"retry_policy.max_attempts"}) {
 		t.Errorf("in force %v, fields %q; want the newest's 45s, the override's 6", in, st.GetOverriddenFields())
+	}
+}
+
+// TestStatsCountEachAttemptOnceInABatch: completions that the batcher
+// commits together are counted together, and a batch that aborts on a
+// request that fails (here, every task completed a second time) is retried
+// in parts without counting an attempt twice or losing one.
+func TestStatsCountEachAttemptOnceInABatch(t *testing.T) {
+	t.Parallel()
+	h := setup(t, engine.Options{})
+	const n = 40
+	var tasks []*durablev1.ActivityTask
+	for i := range n {
+		h.startWithActivity(fmt.Sprintf("wf-%d", i), nil)
+		tasks = append(tasks, h.pollActivity())
+	}
+	h.clock.Advance(3 * time.Second)
+	var wg sync.WaitGroup
+	var completed atomic.Int64
+	for _, task := range append(slices.Clone(tasks), tasks...) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.e.CompleteActivityTask(context.Background(), &durablev1.CompleteActivityTaskRequest{TaskToken: task.GetTaskToken()}); err == nil {
+				completed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if completed.Load() != n {
+		t.Fatalf("%d completions accepted, want %d (each task once)", completed.Load(), n)
+	}
+	got := h.stats(time.Time{})
+	if len(got) != 1 || got[0].GetAttempts() != n || got[0].GetFailures() != 0 || got[0].GetMax().AsDuration() != 3*time.Second {
+		t.Fatalf("stats = %v, want %d attempts of 3s and no failure", got, n)
 	}
 }

@@ -59,9 +59,18 @@ func (t *tx) put(key []byte, m proto.Message) error {
 // each calls fn with the key and value of every record under prefix, in key
 // order, until fn returns false. The key is only valid during the call.
 func (t *tx) each(prefix []byte, fn func(key, val []byte) (bool, error)) error {
+	return t.eachFrom(prefix, nil, fn)
+}
+
+// eachFrom is each for the records under prefix from the key start on (from
+// the first, for nil).
+func (t *tx) eachFrom(prefix, start []byte, fn func(key, val []byte) (bool, error)) error {
 	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
 	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
+	if start == nil {
+		start = prefix
+	}
+	for it.Seek(start); it.Valid(); it.Next() {
 		item := it.Item()
 		var more bool
 		err := item.Value(func(v []byte) error {
@@ -167,20 +176,18 @@ func (t *tx) HistoryRange(workflowID string, from, through int64) ([]*durablev1.
 	if through < from {
 		return nil, nil
 	}
-	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: historyPrefix(workflowID), PrefetchValues: true, PrefetchSize: int(min(through-from+1, 100))})
-	defer it.Close()
 	end := historyKey(workflowID, through)
 	var out []*durablev1.HistoryEvent
-	for it.Seek(historyKey(workflowID, from)); it.Valid(); it.Next() {
-		item := it.Item()
-		if bytes.Compare(item.Key(), end) > 0 {
-			break
+	err := t.eachFrom(historyPrefix(workflowID), historyKey(workflowID, from), func(k, v []byte) (bool, error) {
+		if bytes.Compare(k, end) > 0 {
+			return false, nil
 		}
 		ev := new(durablev1.HistoryEvent)
-		if err := item.Value(func(v []byte) error { return unmarshal(item.Key(), v, ev) }); err != nil {
-			return nil, fmt.Errorf("history of workflow %q: %w", workflowID, err)
-		}
 		out = append(out, ev)
+		return true, unmarshal(k, v, ev)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("history of workflow %q: %w", workflowID, err)
 	}
 	return out, nil
 }

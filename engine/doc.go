@@ -18,6 +18,9 @@
 //     releaser.go: the goroutine that releases their letters, and resume
 //     after a restart.
 //   - workflow.go: workflow starts, workflow tasks and their commands.
+//     sticky.go: which events a workflow task carries (partialFrom,
+//     continuesTask): only the new ones for the worker session that ran and
+//     completed the previous task, the whole history otherwise.
 //   - timers.go: what happens when a lease, a budget or a workflow timer runs
 //     out.
 //   - batch.go: how transitions reach the store: one goroutine applies them in

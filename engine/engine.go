@@ -92,6 +92,10 @@ type Engine struct {
 	// mu.
 	gateRefused              bool
 	writesSince, gateShownAt time.Time
+
+	// sticky remembers which worker session leased each workflow's last
+	// task, so that its next task may carry only new events (sticky.go).
+	sticky stickyMarks
 }
 
 // New returns an engine over store. It reads the id counter, the activity

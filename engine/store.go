@@ -49,6 +49,10 @@ type Tx interface {
 	AppendEvents(workflowID string, events []*durablev1.HistoryEvent) error
 	// History returns a workflow's events in order.
 	History(workflowID string) ([]*durablev1.HistoryEvent, error)
+	// HistoryRange returns the events with ids from through through, in
+	// order, reading none outside them: a workflow task sent to a worker
+	// that has the start of the history costs only its new events.
+	HistoryRange(workflowID string, from, through int64) ([]*durablev1.HistoryEvent, error)
 
 	GetActivity(workflowID, activityID string) (*durablev1.ActivityRecord, error)
 	// PutActivity writes the record and replaces its queue entry, timers and

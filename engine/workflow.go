@@ -114,7 +114,9 @@ func (e *Engine) scheduleWorkflowTask(tx Tx, c *change, w *durablev1.WorkflowRec
 }
 
 // PollWorkflowTask leases the next workflow task of a queue and returns the
-// workflow's whole history.
+// workflow's history up to the task's WorkflowTaskStarted: the whole of it,
+// or for a poll with a sticky session that ran and completed the previous
+// task, only the events after that task's Started (sticky.go).
 func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkflowTaskRequest) (*durablev1.PollWorkflowTaskResponse, error) {
 	resp := &durablev1.PollWorkflowTaskResponse{}
 	k := queueKey{WorkflowTask, req.GetTaskQueue()}
@@ -173,17 +175,61 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 				// parallel, and cut at this task's Started: events that land
 				// meanwhile belong to the next task.
 				return true, time.Time{}, e.store.View(func(tx Tx) error {
-					h, err := tx.History(resp.GetWorkflowId())
-					for len(h) > 0 && h[len(h)-1].GetEventId() > startedID {
-						h = h[:len(h)-1]
-					}
-					resp.History = h
-					return err
+					return e.taskHistory(tx, resp, req.GetStickySession(), startedID)
 				})
 			}
 		}
 	})
 	return resp, err
+}
+
+// taskHistory fills in the history of a workflow task just leased, whose
+// WorkflowTaskStarted is started: only the events after the previous task's
+// Started when session ran that task and it completed, else all of them.
+func (e *Engine) taskHistory(tx Tx, resp *durablev1.PollWorkflowTaskResponse, session string, started int64) error {
+	id := resp.GetWorkflowId()
+	prev, known := e.sticky.swap(id, stickyMark{session: session, started: started})
+	from := max(partialFrom(prev, known, session, started), 1)
+	h, err := tx.HistoryRange(id, from, started)
+	if err != nil {
+		return err
+	}
+	if from > 1 && !continuesTask(h, from, started) {
+		head, err := tx.HistoryRange(id, 1, from-1)
+		if err != nil {
+			return err
+		}
+		h, from = append(head, h...), 1
+	}
+	resp.History = h
+	if from > 1 {
+		resp.HistoryStartEventId = from
+	}
+	return nil
+}
+
+// GetWorkflowTaskHistory returns the events before req.before_event_id (all
+// of them, for 0) of the workflow whose task the token leases: what
+// a worker sent a partial history needs when the workflow is no longer in
+// its cache.
+func (e *Engine) GetWorkflowTaskHistory(ctx context.Context, req *durablev1.GetWorkflowTaskHistoryRequest) (*durablev1.GetWorkflowHistoryResponse, error) {
+	resp := &durablev1.GetWorkflowHistoryResponse{}
+	err := e.view(func(tx Tx) error {
+		w, err := leasedWorkflow(tx, req.GetTaskToken())
+		if err != nil {
+			return err
+		}
+		through := w.GetNextEventId() - 1
+		if b := req.GetBeforeEventId(); b > 0 {
+			through = min(through, b-1)
+		}
+		resp.Events, err = tx.HistoryRange(w.GetInfo().GetWorkflowId(), 1, through)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // leasedWorkflow loads the workflow a token names and checks that its task
@@ -208,6 +254,7 @@ func leasedWorkflow(tx Tx, token []byte) (*durablev1.WorkflowRecord, error) {
 
 // CompleteWorkflowTask records the task and applies its commands in order.
 func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *durablev1.CompleteWorkflowTaskRequest) (*durablev1.Empty, error) {
+	var closed string // the workflow, when its commands closed it
 	err := e.commit(func(tx Tx, c *change) error {
 		w, err := leasedWorkflow(tx, req.GetTaskToken())
 		if err != nil {
@@ -232,8 +279,14 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *durablev1.Comple
 			return err
 		}
 		c.workflow(w)
+		if w.GetInfo().GetStatus() != statusRunning {
+			closed = w.GetInfo().GetWorkflowId()
+		}
 		return nil
 	})
+	if err == nil && closed != "" {
+		e.sticky.forget(closed)
+	}
 	return &durablev1.Empty{}, err
 }
 
@@ -322,6 +375,7 @@ func (e *Engine) closeWorkflow(tx Tx, c *change, w *durablev1.WorkflowRecord, st
 // which the same code would send again) fails the workflow with it, rather
 // than retrying the same task forever.
 func (e *Engine) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkflowTaskRequest) (*durablev1.Empty, error) {
+	var failed string
 	err := e.commit(func(tx Tx, c *change) error {
 		w, err := leasedWorkflow(tx, req.GetTaskToken())
 		if err != nil {
@@ -346,8 +400,14 @@ func (e *Engine) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkfl
 			return err
 		}
 		c.workflow(w)
+		failed = w.GetInfo().GetWorkflowId()
 		return nil
 	})
+	if err == nil {
+		// The history's WorkflowTaskFailed already sends the next task the
+		// whole history; the mark is only memory now.
+		e.sticky.forget(failed)
+	}
 	return &durablev1.Empty{}, err
 }
 

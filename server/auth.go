@@ -119,14 +119,15 @@ const (
 // methodAccess is the roles table: who may call each RPC. An RPC missing
 // from it is refused to everyone when auth is on.
 var methodAccess = map[string]access{
-	durablev1.Durable_PollWorkflowTask_FullMethodName:     accessWorker,
-	durablev1.Durable_CompleteWorkflowTask_FullMethodName: accessWorker,
-	durablev1.Durable_FailWorkflowTask_FullMethodName:     accessWorker,
-	durablev1.Durable_PollActivityTask_FullMethodName:     accessWorker,
-	durablev1.Durable_CompleteActivityTask_FullMethodName: accessWorker,
-	durablev1.Durable_FailActivityTask_FullMethodName:     accessWorker,
-	durablev1.Durable_RecordHeartbeat_FullMethodName:      accessWorker,
-	durablev1.Durable_StartWorkflow_FullMethodName:        accessWorker,
+	durablev1.Durable_PollWorkflowTask_FullMethodName:       accessWorker,
+	durablev1.Durable_CompleteWorkflowTask_FullMethodName:   accessWorker,
+	durablev1.Durable_FailWorkflowTask_FullMethodName:       accessWorker,
+	durablev1.Durable_GetWorkflowTaskHistory_FullMethodName: accessWorker,
+	durablev1.Durable_PollActivityTask_FullMethodName:       accessWorker,
+	durablev1.Durable_CompleteActivityTask_FullMethodName:   accessWorker,
+	durablev1.Durable_FailActivityTask_FullMethodName:       accessWorker,
+	durablev1.Durable_RecordHeartbeat_FullMethodName:        accessWorker,
+	durablev1.Durable_StartWorkflow_FullMethodName:          accessWorker,
 
 	durablev1.Durable_DescribeWorkflow_FullMethodName:    accessRead,
 	durablev1.Durable_GetWorkflowHistory_FullMethodName:  accessRead,

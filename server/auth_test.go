@@ -115,6 +115,10 @@ func TestRolesTable(t *testing.T) {
 			_, err := c.FailWorkflowTask(ctx, &durablev1.FailWorkflowTaskRequest{TaskToken: bad})
 			return err
 		}},
+		"GetWorkflowTaskHistory": {"worker", func(ctx context.Context) error {
+			_, err := c.GetWorkflowTaskHistory(ctx, &durablev1.GetWorkflowTaskHistoryRequest{TaskToken: bad})
+			return err
+		}},
 		"PollActivityTask": {"worker", func(ctx context.Context) error {
 			_, err := c.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: "a"})
 			return err

@@ -42,6 +42,9 @@ func validateAny(kind uint8, data []byte) (proto.Message, error) {
 		{&durablev1.ClearPolicyOverrideRequest{}, func(m proto.Message) error { return v.clearPolicyOverride(m.(*durablev1.ClearPolicyOverrideRequest)) }},
 		{&durablev1.ListActivityStatsRequest{}, func(m proto.Message) error { return v.listActivityStats(m.(*durablev1.ListActivityStatsRequest)) }},
 		{&durablev1.ListTaskQueuesRequest{}, func(m proto.Message) error { return v.listTaskQueues(m.(*durablev1.ListTaskQueuesRequest)) }},
+		{&durablev1.GetWorkflowTaskHistoryRequest{}, func(m proto.Message) error {
+			return v.getWorkflowTaskHistory(m.(*durablev1.GetWorkflowTaskHistoryRequest))
+		}},
 	}
 	c := checks[int(kind)%len(checks)]
 	if err := proto.Unmarshal(data, c.msg); err != nil {

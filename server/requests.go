@@ -180,6 +180,19 @@ func (v validator) pollWorkflowTask(r *durablev1.PollWorkflowTaskRequest) error 
 	return first(
 		func() error { return v.ref("task_queue", r.GetTaskQueue()) },
 		func() error { return v.optionalID("identity", r.GetIdentity()) },
+		func() error { return v.optionalID("sticky_session", r.GetStickySession()) },
+	)
+}
+
+func (v validator) getWorkflowTaskHistory(r *durablev1.GetWorkflowTaskHistoryRequest) error {
+	return first(
+		func() error { return v.taskToken("task_token", r.GetTaskToken()) },
+		func() error {
+			if r.GetBeforeEventId() < 0 {
+				return invalidf("before_event_id", "must not be negative, got %d", r.GetBeforeEventId())
+			}
+			return nil
+		},
 	)
 }
 

@@ -123,6 +123,22 @@ func (s *Server) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkfl
 	return reply(s, ctx, "FailWorkflowTask", resp, err)
 }
 
+// GetWorkflowTaskHistory returns the start of a leased workflow task's
+// history, for a worker sent only its new events. The token is the
+// credential: a worker may read the history of the task it leased.
+func (s *Server) GetWorkflowTaskHistory(ctx context.Context, req *durablev1.GetWorkflowTaskHistoryRequest) (*durablev1.GetWorkflowHistoryResponse, error) {
+	if err := s.check().getWorkflowTaskHistory(req); err != nil {
+		return nil, s.toStatus(ctx, "GetWorkflowTaskHistory", err)
+	}
+	body, err := s.open(ctx, req.GetTaskToken())
+	if err != nil {
+		return nil, err
+	}
+	req.TaskToken = body
+	resp, err := s.engine.GetWorkflowTaskHistory(ctx, req)
+	return reply(s, ctx, "GetWorkflowTaskHistory", resp, err)
+}
+
 // Watch streams the engine's snapshot and changes until the client goes
 // away or the engine closes. Two endings are the reader's to act on, not
 // faults of the daemon, and are logged as such: more watchers than

@@ -71,7 +71,7 @@ func (w *Worker) pollWorkflowTasks(slots chan struct{}) {
 			return
 		}
 		resp, err := w.c.Service().PollWorkflowTask(w.pollCtx, &durablev1.PollWorkflowTaskRequest{
-			TaskQueue: w.queue, Identity: w.opts.Identity,
+			TaskQueue: w.queue, Identity: w.opts.Identity, StickySession: w.session,
 		})
 		if len(resp.GetTaskToken()) > 0 {
 			w.wfTasks.Add(1)

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -18,33 +19,48 @@ import (
 // so that they still go out during a stop.
 const reportTimeout = 10 * time.Second
 
-// runWorkflowTask replays the task's history and completes the task with the
-// new commands, or fails it (panic, non-determinism, unknown type) so that the
-// daemon retries it, possibly on a fixed worker. Commands the daemon refuses
-// fail the task for good, which fails the workflow.
+// runWorkflowTask runs the task's workflow code, on the workflow's cached
+// execution when the task carries only new events, and completes the task
+// with the new commands, or fails it (panic, non-determinism, unknown type)
+// so that the daemon retries it, possibly on a fixed worker. Commands the
+// daemon refuses fail the task for good, which fails the workflow. The
+// execution is kept for the next task only when the daemon accepted this
+// one's commands and the workflow goes on.
 func (w *Worker) runWorkflowTask(t *durablev1.PollWorkflowTaskResponse) {
 	log := w.log.With("workflow_id", t.GetWorkflowId(), "workflow_type", t.GetWorkflowType(), "attempt", t.GetAttempt())
 	w.mu.Lock()
 	def := w.workflows[t.GetWorkflowType()]
 	w.mu.Unlock()
 
+	var x *workflow.Execution
+	keep := false
+	if w.cache != nil {
+		id := t.GetWorkflowId()
+		x = w.cache.take(id)
+		defer func() {
+			if keep {
+				w.cache.put(id, x)
+				return
+			}
+			if x != nil {
+				x.Close()
+			}
+			w.cache.drop(id)
+		}()
+	}
+
 	var res workflow.TaskResult
 	if def == nil {
 		res.Failure = activity.FailureFromError(activity.NewError(activity.TypeWorkflowNotRegistered,
 			"workflow type "+t.GetWorkflowType()+" is not registered on worker "+w.opts.Identity))
 	} else {
-		var queue string
-		if h := t.GetHistory(); len(h) > 0 {
-			queue = h[0].GetTaskQueue()
+		var err error
+		if x, res, err = w.execute(def, t, x); err != nil {
+			// The lease ends on its own; the daemon hands the task out again,
+			// with the whole history.
+			log.Warn("read the workflow's history", "err", err)
+			return
 		}
-		res = def.Execute(workflow.TaskParams{
-			WorkflowID:   t.GetWorkflowId(),
-			WorkflowType: t.GetWorkflowType(),
-			TaskQueue:    queue,
-			Attempt:      int(t.GetAttempt()),
-			History:      t.GetHistory(),
-			Converter:    w.c.Converter(),
-		})
 	}
 
 	if res.Failure != nil {
@@ -70,7 +86,68 @@ func (w *Worker) runWorkflowTask(t *durablev1.PollWorkflowTaskResponse) {
 	if err != nil {
 		// The lease ends on its own; the daemon hands the task out again.
 		log.Warn("report workflow task", "err", err)
+		return
 	}
+	keep = x != nil && x.Reusable()
+}
+
+// execute runs the task: on cached, the workflow's execution from its
+// previous task, when the task carries only the events after that one;
+// otherwise from the whole history, asking the daemon for the start of it
+// when the task carries only the end. It returns the execution to keep.
+func (w *Worker) execute(def *workflow.Definition, t *durablev1.PollWorkflowTaskResponse, cached *workflow.Execution) (*workflow.Execution, workflow.TaskResult, error) {
+	p := workflow.TaskParams{
+		WorkflowID:   t.GetWorkflowId(),
+		WorkflowType: t.GetWorkflowType(),
+		Attempt:      int(t.GetAttempt()),
+		History:      t.GetHistory(),
+		Converter:    w.c.Converter(),
+	}
+	from := t.GetHistoryStartEventId()
+	if cached != nil {
+		if from > 1 {
+			res, err := cached.Continue(p)
+			if err == nil {
+				return cached, res, nil
+			}
+		}
+		// The whole history came (another worker ran a task since, or the
+		// daemon restarted), or not the events after the cached ones.
+		cached.Close()
+	}
+	if from > 1 {
+		head, err := w.historyBefore(t, from)
+		if err != nil {
+			return nil, workflow.TaskResult{}, err
+		}
+		p.History = append(head, p.History...)
+	}
+	if len(p.History) > 0 {
+		p.TaskQueue = p.History[0].GetTaskQueue()
+	}
+	x, res := def.Start(p)
+	return x, res, nil
+}
+
+// historyBefore asks the daemon for the events before from of the task's
+// workflow: a task that carries only new events, for a workflow this worker
+// does not have (evicted, or its last task's report went astray).
+func (w *Worker) historyBefore(t *durablev1.PollWorkflowTaskResponse, from int64) ([]*durablev1.HistoryEvent, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*reportTimeout)
+	defer cancel()
+	var head []*durablev1.HistoryEvent
+	err := retryUnavailable(ctx, func(ctx context.Context) error {
+		resp, err := w.c.Service().GetWorkflowTaskHistory(ctx, &durablev1.GetWorkflowTaskHistoryRequest{TaskToken: t.GetTaskToken(), BeforeEventId: from})
+		head = resp.GetEvents()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n := len(head); n == 0 || head[0].GetEventId() != 1 || head[n-1].GetEventId() != from-1 || int64(n) != from-1 {
+		return nil, fmt.Errorf("the daemon sent %d events for the history before event %d, not events 1 to %d", n, from, from-1)
+	}
+	return head, nil
 }
 
 // failWorkflowTask reports a failed workflow task. A failure the daemon

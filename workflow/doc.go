@@ -7,10 +7,13 @@
 //	func(ctx workflow.Context[, in T]) ([R,] error)
 //
 // and must be deterministic: run again over the same history it must make the
-// same calls in the same order. Every workflow task replays the whole history
-// from the start; results already in history are handed back without running
-// anything again. So workflow code must not read the wall clock (use Now), use
-// goroutines (use Go), sleep (use Sleep) or do I/O (use an activity).
+// same calls in the same order. A workflow task may replay the whole history
+// from the start (a worker keeps recently run workflows in a cache and then
+// applies only the new events, but any other worker, or this one after an
+// eviction or a restart, replays); results already in history are handed back
+// without running anything again. So workflow code must not read the wall
+// clock (use Now), use goroutines (use Go), sleep (use Sleep) or do I/O (use
+// an activity).
 //
 //	func Order(ctx workflow.Context, id string) (Receipt, error) {
 //		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

@@ -1,8 +1,10 @@
 package workflow
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -65,9 +67,29 @@ type TaskResult struct {
 // Execute replays the history through the workflow function and returns the
 // new commands of the current task.
 func (d *Definition) Execute(p TaskParams) TaskResult {
-	e := newEnv(p)
-	defer e.d.close()
+	x, res := d.Start(p)
+	x.Close()
+	return res
+}
 
+// Execution is one workflow's state after a task ran: its coroutines, parked
+// where the code waits, and what the code did. A worker keeps it between
+// tasks so that the next task needs only the events that came after
+// (Continue) rather than a replay of the whole history. Close it when done.
+type Execution struct {
+	e *env
+	// last is the id of the last event applied: the current task's
+	// WorkflowTaskStarted.
+	last int64
+	// spent: a task failed or the workflow closed; it cannot run another.
+	spent bool
+}
+
+// Start replays a whole history through the workflow function and runs the
+// current task, whose WorkflowTaskStarted is the last event.
+func (d *Definition) Start(p TaskParams) (*Execution, TaskResult) {
+	x := &Execution{e: newEnv(p)}
+	e := x.e
 	var input []byte
 	if len(p.History) > 0 && p.History[0].GetType() == durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_STARTED {
 		input = p.History[0].GetInput()
@@ -79,14 +101,88 @@ func (d *Definition) Execute(p TaskParams) TaskResult {
 		e.result, e.err = d.call(ctx, input, e.conv)
 		e.mainDone = true
 	})
+	return x, x.advance(p.History)
+}
+
+// ErrHistoryGap is returned by Continue when the events do not start right
+// after the last event the execution saw: its state is not the one they
+// follow, and the task must be run from the whole history.
+var ErrHistoryGap = errors.New("workflow: the events do not follow the ones this execution saw")
+
+// Continue runs the next task from the events after the previous task's
+// WorkflowTaskStarted, through the current task's. The commands of the
+// previous task are checked against the events that recorded them, as a
+// replay checks every command; a mismatch fails the task with
+// NonDeterminism. After a failure or the workflow's end the execution is
+// spent (Reusable reports false).
+func (x *Execution) Continue(p TaskParams) (TaskResult, error) {
+	if !x.Reusable() {
+		return TaskResult{}, errors.New("workflow: the execution cannot run another task")
+	}
+	if len(p.History) == 0 || p.History[0].GetEventId() != x.last+1 {
+		return TaskResult{}, ErrHistoryGap
+	}
+	x.e.info.Attempt = p.Attempt
+	return x.advance(p.History), nil
+}
+
+// LastEventID is the id of the last event the execution saw: the
+// WorkflowTaskStarted of the task it ran last.
+func (x *Execution) LastEventID() int64 { return x.last }
+
+// Reusable reports whether the execution can run the workflow's next task:
+// its last task succeeded and the workflow has not ended.
+func (x *Execution) Reusable() bool { return !x.spent }
+
+// Close ends the execution's coroutines. It is safe to call more than once.
+func (x *Execution) Close() {
+	x.spent = true
+	x.e.d.close()
+}
+
+// advance applies events (those after the last one seen) and runs the code
+// at the task they end with.
+func (x *Execution) advance(events []*durablev1.HistoryEvent) TaskResult {
+	res := x.apply(events)
+	if res.Failure != nil || x.e.mainDone {
+		x.spent = true
+	}
+	if n := len(events); n > 0 {
+		x.last = events[n-1].GetEventId()
+	}
+	return res
+}
+
+func (x *Execution) apply(events []*durablev1.HistoryEvent) TaskResult {
+	e := x.e
+	// The command events join the recorded ones first: the code, run at a
+	// past task's Started, meets the events its commands were recorded as
+	// after that point. Commands the code made in a previous task of this
+	// execution are checked against theirs here.
+	made := len(e.history)
+	for _, ev := range events {
+		switch ev.GetType() {
+		case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			e.scheduled[ev.GetEventId()] = len(e.history)
+			e.history = append(e.history, recordedOf(ev))
+		case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
+			e.history = append(e.history, recordedOf(ev))
+		}
+	}
+	for i := made; i < len(e.history) && i < len(e.commands); i++ {
+		if msg, ok := matches(e.commands[i], e.history[i]); !ok {
+			return e.nondeterministic(msg)
+		}
+		e.commands[i] = nil // checked: only its position matters now
+	}
 	stop := func() bool { return e.mainDone }
 
 	// A past task saw exactly the events before its WorkflowTaskStarted: the
 	// code runs there, and only for tasks that completed (a failed or timed
 	// out task decided nothing).
-	completed := completedTasks(p.History)
+	completed := completedTasks(events)
 	e.replaying = true
-	for i, ev := range p.History {
+	for i, ev := range events {
 		switch ev.GetType() {
 		case durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED:
 			if !completed[i] {
@@ -117,11 +213,13 @@ func (d *Definition) Execute(p TaskParams) TaskResult {
 		return e.failed()
 	}
 	if n := len(e.commands); n < len(e.history) {
-		ev := e.history[n]
+		r := e.history[n]
 		return e.nondeterministic(fmt.Sprintf("history event %d is %s, but the workflow code no longer does it (it made only %d of %d recorded calls)",
-			ev.GetEventId(), describeEvent(ev), n, len(e.history)))
+			r.eventID, r, n, len(e.history)))
 	}
-	cmds := e.commands[len(e.history):]
+	// A copy: the commands stay the execution's, to be checked against
+	// their events in the next task.
+	cmds := slices.Clone(e.commands[len(e.history):])
 	if e.mainDone {
 		cmds = append(cmds, e.closeCommand())
 	}
@@ -182,12 +280,14 @@ type env struct {
 	seq       int
 	coroSeq   int
 	// history are the command events recorded (ActivityTaskScheduled,
-	// TimerStarted) in order; commands are those the code made this time.
-	history    []*durablev1.HistoryEvent
+	// TimerStarted) in order; commands are those the code made, nil once
+	// checked against their event. scheduled indexes history by the event
+	// id of each ActivityTaskScheduled.
+	history    []recorded
 	commands   []*durablev1.Command
 	activities map[string]*future
 	timers     map[string]*future
-	scheduled  map[int64]*durablev1.HistoryEvent
+	scheduled  map[int64]int
 	early      map[string]func(*future)
 	mainDone   bool
 	result     []byte
@@ -205,17 +305,8 @@ func newEnv(p TaskParams) *env {
 		info:       Info{WorkflowID: p.WorkflowID, WorkflowType: p.WorkflowType, TaskQueue: p.TaskQueue, Attempt: p.Attempt},
 		activities: map[string]*future{},
 		timers:     map[string]*future{},
-		scheduled:  map[int64]*durablev1.HistoryEvent{},
+		scheduled:  map[int64]int{},
 		early:      map[string]func(*future){},
-	}
-	for _, ev := range p.History {
-		switch ev.GetType() {
-		case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			e.scheduled[ev.GetEventId()] = ev
-			e.history = append(e.history, ev)
-		case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
-			e.history = append(e.history, ev)
-		}
 	}
 	return e
 }
@@ -235,29 +326,60 @@ func (e *env) command(c *durablev1.Command) {
 	if n >= len(e.history) {
 		return
 	}
-	ev := e.history[n]
-	var ok bool
-	switch c.GetType() {
-	case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
-		ok = ev.GetType() == durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
-			ev.GetActivityId() == c.GetActivityId() && ev.GetActivityType() == c.GetActivityType()
-	case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
-		ok = ev.GetType() == durablev1.EventType_EVENT_TYPE_TIMER_STARTED && ev.GetTimerId() == c.GetTimerId()
+	if msg, ok := matches(c, e.history[n]); !ok {
+		panic(nondeterminism{msg: msg})
 	}
-	if !ok {
-		panic(nondeterminism{msg: fmt.Sprintf("history event %d is %s, but the workflow code now %s",
-			ev.GetEventId(), describeEvent(ev), describeCommand(c))})
+	e.commands[n] = nil // checked: only its position matters now
+}
+
+// recorded is what an execution keeps of a command's event: what the checks
+// and the lookups of results read, not its input and options, since an
+// execution kept between tasks holds one for every activity the workflow
+// ever scheduled.
+type recorded struct {
+	eventID       int64
+	typ           durablev1.EventType
+	activityID    string
+	activityType  string
+	timerID       string
+	timerDuration time.Duration
+}
+
+func recordedOf(ev *durablev1.HistoryEvent) recorded {
+	return recorded{
+		eventID: ev.GetEventId(), typ: ev.GetType(),
+		activityID: ev.GetActivityId(), activityType: ev.GetActivityType(),
+		timerID: ev.GetTimerId(), timerDuration: ev.GetTimerDuration().AsDuration(),
 	}
 }
 
-func describeEvent(ev *durablev1.HistoryEvent) string {
-	switch ev.GetType() {
-	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-		return fmt.Sprintf("ActivityTaskScheduled (activity %s, id %s)", ev.GetActivityType(), ev.GetActivityId())
-	case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
-		return fmt.Sprintf("TimerStarted (timer id %s, %v)", ev.GetTimerId(), ev.GetTimerDuration().AsDuration())
+// matches checks a command against the event recorded at its position, and
+// says how they differ when they do.
+func matches(c *durablev1.Command, r recorded) (string, bool) {
+	var ok bool
+	switch c.GetType() {
+	case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
+		ok = r.typ == durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
+			r.activityID == c.GetActivityId() && r.activityType == c.GetActivityType()
+	case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
+		ok = r.typ == durablev1.EventType_EVENT_TYPE_TIMER_STARTED && r.timerID == c.GetTimerId()
 	}
-	return ev.GetType().String()
+	if ok {
+		return "", true
+	}
+	return fmt.Sprintf("history event %d is %s, but the workflow code now %s",
+		r.eventID, r, describeCommand(c)), false
+}
+
+// String describes the event for a non-determinism message.
+func (r recorded) String() string {
+	switch r.typ {
+	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+		return fmt.Sprintf("ActivityTaskScheduled (activity %s, id %s)", r.activityType, r.activityID)
+	case durablev1.EventType_EVENT_TYPE_TIMER_STARTED:
+		return fmt.Sprintf("TimerStarted (timer id %s, %v)", r.timerID, r.timerDuration)
+	}
+	return r.typ.String()
 }
 
 func describeCommand(c *durablev1.Command) string {
@@ -270,12 +392,21 @@ func describeCommand(c *durablev1.Command) string {
 	return c.GetType().String()
 }
 
+// scheduledEvent is the ActivityTaskScheduled event with id, or the zero
+// recorded when there is none.
+func (e *env) scheduledEvent(id int64) recorded {
+	if i, ok := e.scheduled[id]; ok {
+		return e.history[i]
+	}
+	return recorded{}
+}
+
 // apply hands a result event to its future, or keeps it until the code
 // creates that future.
 func (e *env) apply(ev *durablev1.HistoryEvent) {
 	id := ev.GetActivityId()
 	if id == "" {
-		id = e.scheduled[ev.GetScheduledEventId()].GetActivityId()
+		id = e.scheduledEvent(ev.GetScheduledEventId()).activityID
 	}
 	var res func(*future)
 	table := e.activities
@@ -285,7 +416,7 @@ func (e *env) apply(ev *durablev1.HistoryEvent) {
 	case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_FAILED:
 		typ := ev.GetActivityType()
 		if typ == "" {
-			typ = e.scheduled[ev.GetScheduledEventId()].GetActivityType()
+			typ = e.scheduledEvent(ev.GetScheduledEventId()).activityType
 		}
 		cause, ok := activity.ErrorFromFailure(ev.GetFailure()).(*activity.Error)
 		if !ok {

@@ -116,6 +116,30 @@ func testHistoryInEventOrder(h *harness) {
 		if got, err := tx.History("nope"); err != nil || len(got) != 0 {
 			t.Errorf("History(nope) = %d events, %v; want none", len(got), err)
 		}
+		for _, r := range []struct{ from, through, first, n int64 }{
+			{1, 300, 1, 300},
+			{9, 11, 9, 3}, // across the two transactions' events
+			{0, 2, 1, 2},
+			{300, 400, 300, 1},
+			{301, 400, 0, 0},
+			{5, 4, 0, 0},
+		} {
+			got, err := tx.HistoryRange("wf", r.from, r.through)
+			if err != nil {
+				return err
+			}
+			if int64(len(got)) != r.n {
+				t.Fatalf("HistoryRange(wf, %d, %d) has %d events, want %d", r.from, r.through, len(got), r.n)
+			}
+			for i, ev := range got {
+				if ev.GetEventId() != r.first+int64(i) || ev.GetTaskQueue() != "wf" {
+					t.Fatalf("HistoryRange(wf, %d, %d)[%d] = event %d of %q", r.from, r.through, i, ev.GetEventId(), ev.GetTaskQueue())
+				}
+			}
+		}
+		if got, err := tx.HistoryRange("wf1", 2, 10); err != nil || len(got) != 2 {
+			t.Errorf("HistoryRange(wf1, 2, 10) = %d events, %v; want 2", len(got), err)
+		}
 		return nil
 	})
 }

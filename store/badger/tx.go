@@ -1,6 +1,7 @@
 package badger
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -64,9 +65,18 @@ func (t *tx) put(key []byte, m proto.Message) error {
 // each calls fn with the key and value of every record under prefix, in key
 // order, until fn returns false. The key is only valid during the call.
 func (t *tx) each(prefix []byte, fn func(key, val []byte) (bool, error)) error {
+	return t.eachFrom(prefix, nil, fn)
+}
+
+// eachFrom is each for the records under prefix from the key start on (from
+// the first, for nil).
+func (t *tx) eachFrom(prefix, start []byte, fn func(key, val []byte) (bool, error)) error {
 	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
 	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
+	if start == nil {
+		start = prefix
+	}
+	for it.Seek(start); it.Valid(); it.Next() {
 		item := it.Item()
 		var more bool
 		err := item.Value(func(v []byte) error {
@@ -152,6 +162,32 @@ func (t *tx) History(workflowID string) ([]*durablev1.HistoryEvent, error) {
 	}
 	var out []*durablev1.HistoryEvent
 	err := t.each(historyPrefix(workflowID), func(k, v []byte) (bool, error) {
+		ev := new(durablev1.HistoryEvent)
+		out = append(out, ev)
+		return true, unmarshal(k, v, ev)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("history of workflow %q: %w", workflowID, err)
+	}
+	return out, nil
+}
+
+func (t *tx) HistoryRange(workflowID string, from, through int64) ([]*durablev1.HistoryEvent, error) {
+	if err := checkPart("workflow_id", workflowID); err != nil {
+		return nil, err
+	}
+	if from < 1 {
+		from = 1
+	}
+	if through < from {
+		return nil, nil
+	}
+	end := historyKey(workflowID, through)
+	var out []*durablev1.HistoryEvent
+	err := t.eachFrom(historyPrefix(workflowID), historyKey(workflowID, from), func(k, v []byte) (bool, error) {
+		if bytes.Compare(k, end) > 0 {
+			return false, nil
+		}
 		ev := new(durablev1.HistoryEvent)
 		out = append(out, ev)
 		return true, unmarshal(k, v, ev)

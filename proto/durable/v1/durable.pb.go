@@ -1582,9 +1582,15 @@ func (x *TaskToken) GetLeaseId() int64 {
 }
 
 type PollWorkflowTaskRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskQueue     string                 `protobuf:"bytes,1,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
-	Identity      string                 `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TaskQueue string                 `protobuf:"bytes,1,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	Identity  string                 `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"`
+	// Set by a worker that keeps the workflows it ran in a cache and accepts
+	// a partial history: an id unique to that worker process (random), the
+	// same on all its polls. When the workflow's previous task was leased to
+	// the same session and completed, the daemon sends only the events after
+	// that task's WorkflowTaskStarted. Empty: always the whole history.
+	StickySession string `protobuf:"bytes,3,opt,name=sticky_session,json=stickySession,proto3" json:"sticky_session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1633,16 +1639,30 @@ func (x *PollWorkflowTaskRequest) GetIdentity() string {
 	return ""
 }
 
+func (x *PollWorkflowTaskRequest) GetStickySession() string {
+	if x != nil {
+		return x.StickySession
+	}
+	return ""
+}
+
 type PollWorkflowTaskResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	TaskToken    []byte                 `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
 	WorkflowId   string                 `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
 	WorkflowType string                 `protobuf:"bytes,3,opt,name=workflow_type,json=workflowType,proto3" json:"workflow_type,omitempty"`
-	// The whole history so far; the workflow replays it.
-	History       []*HistoryEvent `protobuf:"bytes,4,rep,name=history,proto3" json:"history,omitempty"`
-	Attempt       int32           `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The history up to this task's WorkflowTaskStarted: the whole history,
+	// or, when history_start_event_id is above 1, only the events from that
+	// id on.
+	History []*HistoryEvent `protobuf:"bytes,4,rep,name=history,proto3" json:"history,omitempty"`
+	Attempt int32           `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// 0 or 1: history is the whole history. Above 1 (only for a poll with a
+	// sticky_session): history starts at this event id, right after the
+	// WorkflowTaskStarted of the workflow's previous task, which this session
+	// ran and completed; GetWorkflowTaskHistory returns the events before it.
+	HistoryStartEventId int64 `protobuf:"varint,6,opt,name=history_start_event_id,json=historyStartEventId,proto3" json:"history_start_event_id,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *PollWorkflowTaskResponse) Reset() {
@@ -1710,6 +1730,68 @@ func (x *PollWorkflowTaskResponse) GetAttempt() int32 {
 	return 0
 }
 
+func (x *PollWorkflowTaskResponse) GetHistoryStartEventId() int64 {
+	if x != nil {
+		return x.HistoryStartEventId
+	}
+	return 0
+}
+
+type GetWorkflowTaskHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token of a leased workflow task.
+	TaskToken []byte `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
+	// Only events with ids below this one; 0 means the whole history as it
+	// stands, events recorded since the task started included.
+	BeforeEventId int64 `protobuf:"varint,2,opt,name=before_event_id,json=beforeEventId,proto3" json:"before_event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkflowTaskHistoryRequest) Reset() {
+	*x = GetWorkflowTaskHistoryRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkflowTaskHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkflowTaskHistoryRequest) ProtoMessage() {}
+
+func (x *GetWorkflowTaskHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkflowTaskHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetWorkflowTaskHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetWorkflowTaskHistoryRequest) GetTaskToken() []byte {
+	if x != nil {
+		return x.TaskToken
+	}
+	return nil
+}
+
+func (x *GetWorkflowTaskHistoryRequest) GetBeforeEventId() int64 {
+	if x != nil {
+		return x.BeforeEventId
+	}
+	return 0
+}
+
 // Command is one decision of the workflow code. Which fields are set depends
 // on the type.
 type Command struct {
@@ -1733,7 +1815,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_durable_v1_durable_proto_msgTypes[12]
+	mi := &file_durable_v1_durable_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1827,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[12]
+	mi := &file_durable_v1_durable_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1840,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{12}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Command) GetType() CommandType {
@@ -1835,7 +1917,7 @@ type CompleteWorkflowTaskRequest struct {
 
 func (x *CompleteWorkflowTaskRequest) Reset() {
 	*x = CompleteWorkflowTaskRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[13]
+	mi := &file_durable_v1_durable_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +1929,7 @@ func (x *CompleteWorkflowTaskRequest) String() string {
 func (*CompleteWorkflowTaskRequest) ProtoMessage() {}
 
 func (x *CompleteWorkflowTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[13]
+	mi := &file_durable_v1_durable_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +1942,7 @@ func (x *CompleteWorkflowTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteWorkflowTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteWorkflowTaskRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{13}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CompleteWorkflowTaskRequest) GetTaskToken() []byte {
@@ -1898,7 +1980,7 @@ type FailWorkflowTaskRequest struct {
 
 func (x *FailWorkflowTaskRequest) Reset() {
 	*x = FailWorkflowTaskRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[14]
+	mi := &file_durable_v1_durable_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +1992,7 @@ func (x *FailWorkflowTaskRequest) String() string {
 func (*FailWorkflowTaskRequest) ProtoMessage() {}
 
 func (x *FailWorkflowTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[14]
+	mi := &file_durable_v1_durable_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2005,7 @@ func (x *FailWorkflowTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailWorkflowTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailWorkflowTaskRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{14}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FailWorkflowTaskRequest) GetTaskToken() []byte {
@@ -1959,7 +2041,7 @@ type PollActivityTaskRequest struct {
 
 func (x *PollActivityTaskRequest) Reset() {
 	*x = PollActivityTaskRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[15]
+	mi := &file_durable_v1_durable_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2053,7 @@ func (x *PollActivityTaskRequest) String() string {
 func (*PollActivityTaskRequest) ProtoMessage() {}
 
 func (x *PollActivityTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[15]
+	mi := &file_durable_v1_durable_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2066,7 @@ func (x *PollActivityTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollActivityTaskRequest.ProtoReflect.Descriptor instead.
 func (*PollActivityTaskRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{15}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PollActivityTaskRequest) GetTaskQueue() string {
@@ -2040,7 +2122,7 @@ type ActivityTask struct {
 
 func (x *ActivityTask) Reset() {
 	*x = ActivityTask{}
-	mi := &file_durable_v1_durable_proto_msgTypes[16]
+	mi := &file_durable_v1_durable_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2134,7 @@ func (x *ActivityTask) String() string {
 func (*ActivityTask) ProtoMessage() {}
 
 func (x *ActivityTask) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[16]
+	mi := &file_durable_v1_durable_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2147,7 @@ func (x *ActivityTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityTask.ProtoReflect.Descriptor instead.
 func (*ActivityTask) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{16}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ActivityTask) GetTaskToken() []byte {
@@ -2190,7 +2272,7 @@ type PollActivityTaskResponse struct {
 
 func (x *PollActivityTaskResponse) Reset() {
 	*x = PollActivityTaskResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[17]
+	mi := &file_durable_v1_durable_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2284,7 @@ func (x *PollActivityTaskResponse) String() string {
 func (*PollActivityTaskResponse) ProtoMessage() {}
 
 func (x *PollActivityTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[17]
+	mi := &file_durable_v1_durable_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2297,7 @@ func (x *PollActivityTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollActivityTaskResponse.ProtoReflect.Descriptor instead.
 func (*PollActivityTaskResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{17}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PollActivityTaskResponse) GetTasks() []*ActivityTask {
@@ -2236,7 +2318,7 @@ type CompleteActivityTaskRequest struct {
 
 func (x *CompleteActivityTaskRequest) Reset() {
 	*x = CompleteActivityTaskRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[18]
+	mi := &file_durable_v1_durable_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2330,7 @@ func (x *CompleteActivityTaskRequest) String() string {
 func (*CompleteActivityTaskRequest) ProtoMessage() {}
 
 func (x *CompleteActivityTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[18]
+	mi := &file_durable_v1_durable_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2343,7 @@ func (x *CompleteActivityTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteActivityTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteActivityTaskRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{18}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CompleteActivityTaskRequest) GetTaskToken() []byte {
@@ -2296,7 +2378,7 @@ type FailActivityRequest struct {
 
 func (x *FailActivityRequest) Reset() {
 	*x = FailActivityRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[19]
+	mi := &file_durable_v1_durable_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2390,7 @@ func (x *FailActivityRequest) String() string {
 func (*FailActivityRequest) ProtoMessage() {}
 
 func (x *FailActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[19]
+	mi := &file_durable_v1_durable_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2403,7 @@ func (x *FailActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailActivityRequest.ProtoReflect.Descriptor instead.
 func (*FailActivityRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{19}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FailActivityRequest) GetTaskToken() []byte {
@@ -2356,7 +2438,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[20]
+	mi := &file_durable_v1_durable_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2450,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[20]
+	mi := &file_durable_v1_durable_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2463,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{20}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HeartbeatRequest) GetTaskToken() []byte {
@@ -2415,7 +2497,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[21]
+	mi := &file_durable_v1_durable_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2509,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[21]
+	mi := &file_durable_v1_durable_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2522,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{21}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -2462,7 +2544,7 @@ type StartWorkflowRequest struct {
 
 func (x *StartWorkflowRequest) Reset() {
 	*x = StartWorkflowRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[22]
+	mi := &file_durable_v1_durable_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2556,7 @@ func (x *StartWorkflowRequest) String() string {
 func (*StartWorkflowRequest) ProtoMessage() {}
 
 func (x *StartWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[22]
+	mi := &file_durable_v1_durable_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2569,7 @@ func (x *StartWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*StartWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{22}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StartWorkflowRequest) GetWorkflowId() string {
@@ -2527,7 +2609,7 @@ type StartWorkflowResponse struct {
 
 func (x *StartWorkflowResponse) Reset() {
 	*x = StartWorkflowResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[23]
+	mi := &file_durable_v1_durable_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2621,7 @@ func (x *StartWorkflowResponse) String() string {
 func (*StartWorkflowResponse) ProtoMessage() {}
 
 func (x *StartWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[23]
+	mi := &file_durable_v1_durable_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2634,7 @@ func (x *StartWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*StartWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{23}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StartWorkflowResponse) GetWorkflowId() string {
@@ -2573,7 +2655,7 @@ type DescribeWorkflowRequest struct {
 
 func (x *DescribeWorkflowRequest) Reset() {
 	*x = DescribeWorkflowRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[24]
+	mi := &file_durable_v1_durable_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +2667,7 @@ func (x *DescribeWorkflowRequest) String() string {
 func (*DescribeWorkflowRequest) ProtoMessage() {}
 
 func (x *DescribeWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[24]
+	mi := &file_durable_v1_durable_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +2680,7 @@ func (x *DescribeWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*DescribeWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{24}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeWorkflowRequest) GetWorkflowId() string {
@@ -2627,7 +2709,7 @@ type DescribeWorkflowResponse struct {
 
 func (x *DescribeWorkflowResponse) Reset() {
 	*x = DescribeWorkflowResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[25]
+	mi := &file_durable_v1_durable_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2721,7 @@ func (x *DescribeWorkflowResponse) String() string {
 func (*DescribeWorkflowResponse) ProtoMessage() {}
 
 func (x *DescribeWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[25]
+	mi := &file_durable_v1_durable_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2734,7 @@ func (x *DescribeWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*DescribeWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{25}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DescribeWorkflowResponse) GetWorkflow() *WorkflowInfo {
@@ -2685,7 +2767,7 @@ type GetWorkflowHistoryRequest struct {
 
 func (x *GetWorkflowHistoryRequest) Reset() {
 	*x = GetWorkflowHistoryRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[26]
+	mi := &file_durable_v1_durable_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2779,7 @@ func (x *GetWorkflowHistoryRequest) String() string {
 func (*GetWorkflowHistoryRequest) ProtoMessage() {}
 
 func (x *GetWorkflowHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[26]
+	mi := &file_durable_v1_durable_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2792,7 @@ func (x *GetWorkflowHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkflowHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkflowHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{26}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetWorkflowHistoryRequest) GetWorkflowId() string {
@@ -2729,7 +2811,7 @@ type GetWorkflowHistoryResponse struct {
 
 func (x *GetWorkflowHistoryResponse) Reset() {
 	*x = GetWorkflowHistoryResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[27]
+	mi := &file_durable_v1_durable_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +2823,7 @@ func (x *GetWorkflowHistoryResponse) String() string {
 func (*GetWorkflowHistoryResponse) ProtoMessage() {}
 
 func (x *GetWorkflowHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[27]
+	mi := &file_durable_v1_durable_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +2836,7 @@ func (x *GetWorkflowHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkflowHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetWorkflowHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{27}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetWorkflowHistoryResponse) GetEvents() []*HistoryEvent {
@@ -2776,7 +2858,7 @@ type ListWorkflowsRequest struct {
 
 func (x *ListWorkflowsRequest) Reset() {
 	*x = ListWorkflowsRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[28]
+	mi := &file_durable_v1_durable_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +2870,7 @@ func (x *ListWorkflowsRequest) String() string {
 func (*ListWorkflowsRequest) ProtoMessage() {}
 
 func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[28]
+	mi := &file_durable_v1_durable_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +2883,7 @@ func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{28}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListWorkflowsRequest) GetStatus() WorkflowStatus {
@@ -2835,7 +2917,7 @@ type ListWorkflowsResponse struct {
 
 func (x *ListWorkflowsResponse) Reset() {
 	*x = ListWorkflowsResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[29]
+	mi := &file_durable_v1_durable_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +2929,7 @@ func (x *ListWorkflowsResponse) String() string {
 func (*ListWorkflowsResponse) ProtoMessage() {}
 
 func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[29]
+	mi := &file_durable_v1_durable_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2860,7 +2942,7 @@ func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{29}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListWorkflowsResponse) GetWorkflows() []*WorkflowInfo {
@@ -2894,7 +2976,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[30]
+	mi := &file_durable_v1_durable_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +2988,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[30]
+	mi := &file_durable_v1_durable_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +3001,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{30}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListDeadLettersRequest) GetWorkflowId() string {
@@ -2988,7 +3070,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[31]
+	mi := &file_durable_v1_durable_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3082,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[31]
+	mi := &file_durable_v1_durable_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3095,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{31}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*PendingActivity {
@@ -3045,7 +3127,7 @@ type RedriveDeadLetterRequest struct {
 
 func (x *RedriveDeadLetterRequest) Reset() {
 	*x = RedriveDeadLetterRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[32]
+	mi := &file_durable_v1_durable_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3057,7 +3139,7 @@ func (x *RedriveDeadLetterRequest) String() string {
 func (*RedriveDeadLetterRequest) ProtoMessage() {}
 
 func (x *RedriveDeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[32]
+	mi := &file_durable_v1_durable_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3070,7 +3152,7 @@ func (x *RedriveDeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{32}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RedriveDeadLetterRequest) GetWorkflowId() string {
@@ -3112,7 +3194,7 @@ type RedriveDeadLetterResponse struct {
 
 func (x *RedriveDeadLetterResponse) Reset() {
 	*x = RedriveDeadLetterResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[33]
+	mi := &file_durable_v1_durable_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3124,7 +3206,7 @@ func (x *RedriveDeadLetterResponse) String() string {
 func (*RedriveDeadLetterResponse) ProtoMessage() {}
 
 func (x *RedriveDeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[33]
+	mi := &file_durable_v1_durable_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3137,7 +3219,7 @@ func (x *RedriveDeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{33}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RedriveDeadLetterResponse) GetActivity() *PendingActivity {
@@ -3173,7 +3255,7 @@ type DeadLetterFilter struct {
 
 func (x *DeadLetterFilter) Reset() {
 	*x = DeadLetterFilter{}
-	mi := &file_durable_v1_durable_proto_msgTypes[34]
+	mi := &file_durable_v1_durable_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3267,7 @@ func (x *DeadLetterFilter) String() string {
 func (*DeadLetterFilter) ProtoMessage() {}
 
 func (x *DeadLetterFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[34]
+	mi := &file_durable_v1_durable_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3280,7 @@ func (x *DeadLetterFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterFilter.ProtoReflect.Descriptor instead.
 func (*DeadLetterFilter) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{34}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeadLetterFilter) GetWorkflowId() string {
@@ -3263,7 +3345,7 @@ type OptionsPatch struct {
 
 func (x *OptionsPatch) Reset() {
 	*x = OptionsPatch{}
-	mi := &file_durable_v1_durable_proto_msgTypes[35]
+	mi := &file_durable_v1_durable_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3357,7 @@ func (x *OptionsPatch) String() string {
 func (*OptionsPatch) ProtoMessage() {}
 
 func (x *OptionsPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[35]
+	mi := &file_durable_v1_durable_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3370,7 @@ func (x *OptionsPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OptionsPatch.ProtoReflect.Descriptor instead.
 func (*OptionsPatch) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{35}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *OptionsPatch) GetInitialMs() int64 {
@@ -3357,7 +3439,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_durable_v1_durable_proto_msgTypes[36]
+	mi := &file_durable_v1_durable_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3369,7 +3451,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[36]
+	mi := &file_durable_v1_durable_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3382,7 +3464,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{36}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StringList) GetValues() []string {
@@ -3413,7 +3495,7 @@ type RedriveDeadLettersRequest struct {
 
 func (x *RedriveDeadLettersRequest) Reset() {
 	*x = RedriveDeadLettersRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[37]
+	mi := &file_durable_v1_durable_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3507,7 @@ func (x *RedriveDeadLettersRequest) String() string {
 func (*RedriveDeadLettersRequest) ProtoMessage() {}
 
 func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[37]
+	mi := &file_durable_v1_durable_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3520,7 @@ func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{37}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RedriveDeadLettersRequest) GetFilter() *DeadLetterFilter {
@@ -3499,7 +3581,7 @@ type RedriveDeadLettersResponse struct {
 
 func (x *RedriveDeadLettersResponse) Reset() {
 	*x = RedriveDeadLettersResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[38]
+	mi := &file_durable_v1_durable_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3511,7 +3593,7 @@ func (x *RedriveDeadLettersResponse) String() string {
 func (*RedriveDeadLettersResponse) ProtoMessage() {}
 
 func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[38]
+	mi := &file_durable_v1_durable_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3524,7 +3606,7 @@ func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{38}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RedriveDeadLettersResponse) GetMatched() int64 {
@@ -3600,7 +3682,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_durable_v1_durable_proto_msgTypes[39]
+	mi := &file_durable_v1_durable_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3612,7 +3694,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[39]
+	mi := &file_durable_v1_durable_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3625,7 +3707,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{39}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Operation) GetId() string {
@@ -3777,7 +3859,7 @@ type DescribeOperationRequest struct {
 
 func (x *DescribeOperationRequest) Reset() {
 	*x = DescribeOperationRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[40]
+	mi := &file_durable_v1_durable_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3789,7 +3871,7 @@ func (x *DescribeOperationRequest) String() string {
 func (*DescribeOperationRequest) ProtoMessage() {}
 
 func (x *DescribeOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[40]
+	mi := &file_durable_v1_durable_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3802,7 +3884,7 @@ func (x *DescribeOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeOperationRequest.ProtoReflect.Descriptor instead.
 func (*DescribeOperationRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{40}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DescribeOperationRequest) GetId() string {
@@ -3822,7 +3904,7 @@ type ListOperationsRequest struct {
 
 func (x *ListOperationsRequest) Reset() {
 	*x = ListOperationsRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[41]
+	mi := &file_durable_v1_durable_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +3916,7 @@ func (x *ListOperationsRequest) String() string {
 func (*ListOperationsRequest) ProtoMessage() {}
 
 func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[41]
+	mi := &file_durable_v1_durable_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +3929,7 @@ func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{41}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListOperationsRequest) GetPageSize() int32 {
@@ -3875,7 +3957,7 @@ type ListOperationsResponse struct {
 
 func (x *ListOperationsResponse) Reset() {
 	*x = ListOperationsResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[42]
+	mi := &file_durable_v1_durable_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3887,7 +3969,7 @@ func (x *ListOperationsResponse) String() string {
 func (*ListOperationsResponse) ProtoMessage() {}
 
 func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[42]
+	mi := &file_durable_v1_durable_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3900,7 +3982,7 @@ func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{42}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListOperationsResponse) GetOperations() []*Operation {
@@ -3928,7 +4010,7 @@ type CancelOperationRequest struct {
 
 func (x *CancelOperationRequest) Reset() {
 	*x = CancelOperationRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[43]
+	mi := &file_durable_v1_durable_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3940,7 +4022,7 @@ func (x *CancelOperationRequest) String() string {
 func (*CancelOperationRequest) ProtoMessage() {}
 
 func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[43]
+	mi := &file_durable_v1_durable_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3953,7 +4035,7 @@ func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOperationRequest.ProtoReflect.Descriptor instead.
 func (*CancelOperationRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{43}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CancelOperationRequest) GetId() string {
@@ -3992,7 +4074,7 @@ type PolicyOverride struct {
 
 func (x *PolicyOverride) Reset() {
 	*x = PolicyOverride{}
-	mi := &file_durable_v1_durable_proto_msgTypes[44]
+	mi := &file_durable_v1_durable_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4004,7 +4086,7 @@ func (x *PolicyOverride) String() string {
 func (*PolicyOverride) ProtoMessage() {}
 
 func (x *PolicyOverride) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[44]
+	mi := &file_durable_v1_durable_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4017,7 +4099,7 @@ func (x *PolicyOverride) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyOverride.ProtoReflect.Descriptor instead.
 func (*PolicyOverride) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{44}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PolicyOverride) GetActivityType() string {
@@ -4089,7 +4171,7 @@ type SetPolicyOverrideRequest struct {
 
 func (x *SetPolicyOverrideRequest) Reset() {
 	*x = SetPolicyOverrideRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[45]
+	mi := &file_durable_v1_durable_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4101,7 +4183,7 @@ func (x *SetPolicyOverrideRequest) String() string {
 func (*SetPolicyOverrideRequest) ProtoMessage() {}
 
 func (x *SetPolicyOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[45]
+	mi := &file_durable_v1_durable_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4114,7 +4196,7 @@ func (x *SetPolicyOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyOverrideRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{45}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SetPolicyOverrideRequest) GetActivityType() string {
@@ -4153,7 +4235,7 @@ type ListPolicyOverridesRequest struct {
 
 func (x *ListPolicyOverridesRequest) Reset() {
 	*x = ListPolicyOverridesRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[46]
+	mi := &file_durable_v1_durable_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4165,7 +4247,7 @@ func (x *ListPolicyOverridesRequest) String() string {
 func (*ListPolicyOverridesRequest) ProtoMessage() {}
 
 func (x *ListPolicyOverridesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[46]
+	mi := &file_durable_v1_durable_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4178,7 +4260,7 @@ func (x *ListPolicyOverridesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyOverridesRequest.ProtoReflect.Descriptor instead.
 func (*ListPolicyOverridesRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{46}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{47}
 }
 
 type ListPolicyOverridesResponse struct {
@@ -4190,7 +4272,7 @@ type ListPolicyOverridesResponse struct {
 
 func (x *ListPolicyOverridesResponse) Reset() {
 	*x = ListPolicyOverridesResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[47]
+	mi := &file_durable_v1_durable_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4202,7 +4284,7 @@ func (x *ListPolicyOverridesResponse) String() string {
 func (*ListPolicyOverridesResponse) ProtoMessage() {}
 
 func (x *ListPolicyOverridesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[47]
+	mi := &file_durable_v1_durable_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4215,7 +4297,7 @@ func (x *ListPolicyOverridesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyOverridesResponse.ProtoReflect.Descriptor instead.
 func (*ListPolicyOverridesResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{47}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListPolicyOverridesResponse) GetOverrides() []*PolicyOverride {
@@ -4236,7 +4318,7 @@ type ClearPolicyOverrideRequest struct {
 
 func (x *ClearPolicyOverrideRequest) Reset() {
 	*x = ClearPolicyOverrideRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[48]
+	mi := &file_durable_v1_durable_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4248,7 +4330,7 @@ func (x *ClearPolicyOverrideRequest) String() string {
 func (*ClearPolicyOverrideRequest) ProtoMessage() {}
 
 func (x *ClearPolicyOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[48]
+	mi := &file_durable_v1_durable_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4261,7 +4343,7 @@ func (x *ClearPolicyOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyOverrideRequest.ProtoReflect.Descriptor instead.
 func (*ClearPolicyOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{48}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ClearPolicyOverrideRequest) GetActivityType() string {
@@ -4296,7 +4378,7 @@ type ClearPolicyOverrideResponse struct {
 
 func (x *ClearPolicyOverrideResponse) Reset() {
 	*x = ClearPolicyOverrideResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[49]
+	mi := &file_durable_v1_durable_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4308,7 +4390,7 @@ func (x *ClearPolicyOverrideResponse) String() string {
 func (*ClearPolicyOverrideResponse) ProtoMessage() {}
 
 func (x *ClearPolicyOverrideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[49]
+	mi := &file_durable_v1_durable_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4321,7 +4403,7 @@ func (x *ClearPolicyOverrideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyOverrideResponse.ProtoReflect.Descriptor instead.
 func (*ClearPolicyOverrideResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{49}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ClearPolicyOverrideResponse) GetCleared() *PolicyOverride {
@@ -4357,7 +4439,7 @@ type ListActivitiesRequest struct {
 
 func (x *ListActivitiesRequest) Reset() {
 	*x = ListActivitiesRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[50]
+	mi := &file_durable_v1_durable_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4369,7 +4451,7 @@ func (x *ListActivitiesRequest) String() string {
 func (*ListActivitiesRequest) ProtoMessage() {}
 
 func (x *ListActivitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[50]
+	mi := &file_durable_v1_durable_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4382,7 +4464,7 @@ func (x *ListActivitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListActivitiesRequest.ProtoReflect.Descriptor instead.
 func (*ListActivitiesRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{50}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListActivitiesRequest) GetState() ActivityState {
@@ -4451,7 +4533,7 @@ type ListActivitiesResponse struct {
 
 func (x *ListActivitiesResponse) Reset() {
 	*x = ListActivitiesResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[51]
+	mi := &file_durable_v1_durable_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4463,7 +4545,7 @@ func (x *ListActivitiesResponse) String() string {
 func (*ListActivitiesResponse) ProtoMessage() {}
 
 func (x *ListActivitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[51]
+	mi := &file_durable_v1_durable_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4476,7 +4558,7 @@ func (x *ListActivitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListActivitiesResponse.ProtoReflect.Descriptor instead.
 func (*ListActivitiesResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{51}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListActivitiesResponse) GetActivities() []*PendingActivity {
@@ -4504,7 +4586,7 @@ type ListActivityStatsRequest struct {
 
 func (x *ListActivityStatsRequest) Reset() {
 	*x = ListActivityStatsRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[52]
+	mi := &file_durable_v1_durable_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4516,7 +4598,7 @@ func (x *ListActivityStatsRequest) String() string {
 func (*ListActivityStatsRequest) ProtoMessage() {}
 
 func (x *ListActivityStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[52]
+	mi := &file_durable_v1_durable_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4529,7 +4611,7 @@ func (x *ListActivityStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListActivityStatsRequest.ProtoReflect.Descriptor instead.
 func (*ListActivityStatsRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{52}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListActivityStatsRequest) GetSince() *timestamppb.Timestamp {
@@ -4560,7 +4642,7 @@ type ActivityTypeStats struct {
 
 func (x *ActivityTypeStats) Reset() {
 	*x = ActivityTypeStats{}
-	mi := &file_durable_v1_durable_proto_msgTypes[53]
+	mi := &file_durable_v1_durable_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4572,7 +4654,7 @@ func (x *ActivityTypeStats) String() string {
 func (*ActivityTypeStats) ProtoMessage() {}
 
 func (x *ActivityTypeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[53]
+	mi := &file_durable_v1_durable_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4585,7 +4667,7 @@ func (x *ActivityTypeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityTypeStats.ProtoReflect.Descriptor instead.
 func (*ActivityTypeStats) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{53}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ActivityTypeStats) GetActivityType() string {
@@ -4660,7 +4742,7 @@ type ListActivityStatsResponse struct {
 
 func (x *ListActivityStatsResponse) Reset() {
 	*x = ListActivityStatsResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[54]
+	mi := &file_durable_v1_durable_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4672,7 +4754,7 @@ func (x *ListActivityStatsResponse) String() string {
 func (*ListActivityStatsResponse) ProtoMessage() {}
 
 func (x *ListActivityStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[54]
+	mi := &file_durable_v1_durable_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4685,7 +4767,7 @@ func (x *ListActivityStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListActivityStatsResponse.ProtoReflect.Descriptor instead.
 func (*ListActivityStatsResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{54}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListActivityStatsResponse) GetStats() []*ActivityTypeStats {
@@ -4703,7 +4785,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[55]
+	mi := &file_durable_v1_durable_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4715,7 +4797,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[55]
+	mi := &file_durable_v1_durable_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4728,7 +4810,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{55}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{56}
 }
 
 // ActivityRef names one activity.
@@ -4745,7 +4827,7 @@ type ActivityRef struct {
 
 func (x *ActivityRef) Reset() {
 	*x = ActivityRef{}
-	mi := &file_durable_v1_durable_proto_msgTypes[56]
+	mi := &file_durable_v1_durable_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4757,7 +4839,7 @@ func (x *ActivityRef) String() string {
 func (*ActivityRef) ProtoMessage() {}
 
 func (x *ActivityRef) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[56]
+	mi := &file_durable_v1_durable_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4770,7 +4852,7 @@ func (x *ActivityRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityRef.ProtoReflect.Descriptor instead.
 func (*ActivityRef) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{56}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ActivityRef) GetWorkflowId() string {
@@ -4829,7 +4911,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_durable_v1_durable_proto_msgTypes[57]
+	mi := &file_durable_v1_durable_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4841,7 +4923,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[57]
+	mi := &file_durable_v1_durable_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4854,7 +4936,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{57}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WatchEvent) GetKind() WatchEventKind {
@@ -4946,7 +5028,7 @@ type WritesState struct {
 
 func (x *WritesState) Reset() {
 	*x = WritesState{}
-	mi := &file_durable_v1_durable_proto_msgTypes[58]
+	mi := &file_durable_v1_durable_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4958,7 +5040,7 @@ func (x *WritesState) String() string {
 func (*WritesState) ProtoMessage() {}
 
 func (x *WritesState) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[58]
+	mi := &file_durable_v1_durable_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4971,7 +5053,7 @@ func (x *WritesState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WritesState.ProtoReflect.Descriptor instead.
 func (*WritesState) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{58}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WritesState) GetRefused() bool {
@@ -5035,7 +5117,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_durable_v1_durable_proto_msgTypes[59]
+	mi := &file_durable_v1_durable_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5047,7 +5129,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[59]
+	mi := &file_durable_v1_durable_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5060,7 +5142,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{59}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AuditRecord) GetId() int64 {
@@ -5173,7 +5255,7 @@ type ListAuditRecordsRequest struct {
 
 func (x *ListAuditRecordsRequest) Reset() {
 	*x = ListAuditRecordsRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[60]
+	mi := &file_durable_v1_durable_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5185,7 +5267,7 @@ func (x *ListAuditRecordsRequest) String() string {
 func (*ListAuditRecordsRequest) ProtoMessage() {}
 
 func (x *ListAuditRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[60]
+	mi := &file_durable_v1_durable_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5198,7 +5280,7 @@ func (x *ListAuditRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRecordsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{60}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListAuditRecordsRequest) GetSince() *timestamppb.Timestamp {
@@ -5233,7 +5315,7 @@ type ListAuditRecordsResponse struct {
 
 func (x *ListAuditRecordsResponse) Reset() {
 	*x = ListAuditRecordsResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[61]
+	mi := &file_durable_v1_durable_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5245,7 +5327,7 @@ func (x *ListAuditRecordsResponse) String() string {
 func (*ListAuditRecordsResponse) ProtoMessage() {}
 
 func (x *ListAuditRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[61]
+	mi := &file_durable_v1_durable_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5258,7 +5340,7 @@ func (x *ListAuditRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRecordsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{61}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListAuditRecordsResponse) GetRecords() []*AuditRecord {
@@ -5285,7 +5367,7 @@ type ListTaskQueuesRequest struct {
 
 func (x *ListTaskQueuesRequest) Reset() {
 	*x = ListTaskQueuesRequest{}
-	mi := &file_durable_v1_durable_proto_msgTypes[62]
+	mi := &file_durable_v1_durable_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5297,7 +5379,7 @@ func (x *ListTaskQueuesRequest) String() string {
 func (*ListTaskQueuesRequest) ProtoMessage() {}
 
 func (x *ListTaskQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[62]
+	mi := &file_durable_v1_durable_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5310,7 +5392,7 @@ func (x *ListTaskQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListTaskQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{62}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListTaskQueuesRequest) GetTaskQueue() string {
@@ -5332,7 +5414,7 @@ type ListTaskQueuesResponse struct {
 
 func (x *ListTaskQueuesResponse) Reset() {
 	*x = ListTaskQueuesResponse{}
-	mi := &file_durable_v1_durable_proto_msgTypes[63]
+	mi := &file_durable_v1_durable_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5344,7 +5426,7 @@ func (x *ListTaskQueuesResponse) String() string {
 func (*ListTaskQueuesResponse) ProtoMessage() {}
 
 func (x *ListTaskQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[63]
+	mi := &file_durable_v1_durable_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5357,7 +5439,7 @@ func (x *ListTaskQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListTaskQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{63}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListTaskQueuesResponse) GetTaskQueues() []*TaskQueue {
@@ -5384,7 +5466,7 @@ type TaskQueueList struct {
 
 func (x *TaskQueueList) Reset() {
 	*x = TaskQueueList{}
-	mi := &file_durable_v1_durable_proto_msgTypes[64]
+	mi := &file_durable_v1_durable_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5396,7 +5478,7 @@ func (x *TaskQueueList) String() string {
 func (*TaskQueueList) ProtoMessage() {}
 
 func (x *TaskQueueList) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[64]
+	mi := &file_durable_v1_durable_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5409,7 +5491,7 @@ func (x *TaskQueueList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskQueueList.ProtoReflect.Descriptor instead.
 func (*TaskQueueList) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{64}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *TaskQueueList) GetTaskQueues() []*TaskQueue {
@@ -5442,7 +5524,7 @@ type TaskQueue struct {
 
 func (x *TaskQueue) Reset() {
 	*x = TaskQueue{}
-	mi := &file_durable_v1_durable_proto_msgTypes[65]
+	mi := &file_durable_v1_durable_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5454,7 +5536,7 @@ func (x *TaskQueue) String() string {
 func (*TaskQueue) ProtoMessage() {}
 
 func (x *TaskQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[65]
+	mi := &file_durable_v1_durable_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5467,7 +5549,7 @@ func (x *TaskQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskQueue.ProtoReflect.Descriptor instead.
 func (*TaskQueue) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{65}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *TaskQueue) GetName() string {
@@ -5528,7 +5610,7 @@ type Poller struct {
 
 func (x *Poller) Reset() {
 	*x = Poller{}
-	mi := &file_durable_v1_durable_proto_msgTypes[66]
+	mi := &file_durable_v1_durable_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5540,7 +5622,7 @@ func (x *Poller) String() string {
 func (*Poller) ProtoMessage() {}
 
 func (x *Poller) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[66]
+	mi := &file_durable_v1_durable_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5553,7 +5635,7 @@ func (x *Poller) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Poller.ProtoReflect.Descriptor instead.
 func (*Poller) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{66}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Poller) GetIdentity() string {
@@ -5603,7 +5685,7 @@ type TaskBacklog struct {
 
 func (x *TaskBacklog) Reset() {
 	*x = TaskBacklog{}
-	mi := &file_durable_v1_durable_proto_msgTypes[67]
+	mi := &file_durable_v1_durable_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5615,7 +5697,7 @@ func (x *TaskBacklog) String() string {
 func (*TaskBacklog) ProtoMessage() {}
 
 func (x *TaskBacklog) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[67]
+	mi := &file_durable_v1_durable_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5628,7 +5710,7 @@ func (x *TaskBacklog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskBacklog.ProtoReflect.Descriptor instead.
 func (*TaskBacklog) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{67}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *TaskBacklog) GetReady() int64 {
@@ -5670,7 +5752,7 @@ type WorkerLeases struct {
 
 func (x *WorkerLeases) Reset() {
 	*x = WorkerLeases{}
-	mi := &file_durable_v1_durable_proto_msgTypes[68]
+	mi := &file_durable_v1_durable_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5682,7 +5764,7 @@ func (x *WorkerLeases) String() string {
 func (*WorkerLeases) ProtoMessage() {}
 
 func (x *WorkerLeases) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[68]
+	mi := &file_durable_v1_durable_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5695,7 +5777,7 @@ func (x *WorkerLeases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLeases.ProtoReflect.Descriptor instead.
 func (*WorkerLeases) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{68}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *WorkerLeases) GetIdentity() string {
@@ -5831,11 +5913,12 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
 	"activityId\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12\x19\n" +
-	"\blease_id\x18\x04 \x01(\x03R\aleaseId\"T\n" +
+	"\blease_id\x18\x04 \x01(\x03R\aleaseId\"{\n" +
 	"\x17PollWorkflowTaskRequest\x12\x1d\n" +
 	"\n" +
 	"task_queue\x18\x01 \x01(\tR\ttaskQueue\x12\x1a\n" +
-	"\bidentity\x18\x02 \x01(\tR\bidentity\"\xcd\x01\n" +
+	"\bidentity\x18\x02 \x01(\tR\bidentity\x12%\n" +
+	"\x0esticky_session\x18\x03 \x01(\tR\rstickySession\"\x82\x02\n" +
 	"\x18PollWorkflowTaskResponse\x12\x1d\n" +
 	"\n" +
 	"task_token\x18\x01 \x01(\fR\ttaskToken\x12\x1f\n" +
@@ -5843,7 +5926,12 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"workflowId\x12#\n" +
 	"\rworkflow_type\x18\x03 \x01(\tR\fworkflowType\x122\n" +
 	"\ahistory\x18\x04 \x03(\v2\x18.durable.v1.HistoryEventR\ahistory\x12\x18\n" +
-	"\aattempt\x18\x05 \x01(\x05R\aattempt\"\xfe\x02\n" +
+	"\aattempt\x18\x05 \x01(\x05R\aattempt\x123\n" +
+	"\x16history_start_event_id\x18\x06 \x01(\x03R\x13historyStartEventId\"f\n" +
+	"\x1dGetWorkflowTaskHistoryRequest\x12\x1d\n" +
+	"\n" +
+	"task_token\x18\x01 \x01(\fR\ttaskToken\x12&\n" +
+	"\x0fbefore_event_id\x18\x02 \x01(\x03R\rbeforeEventId\"\xfe\x02\n" +
 	"\aCommand\x12+\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x17.durable.v1.CommandTypeR\x04type\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -6234,11 +6322,12 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\bTaskKind\x12\x19\n" +
 	"\x15TASK_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_KIND_WORKFLOW\x10\x01\x12\x16\n" +
-	"\x12TASK_KIND_ACTIVITY\x10\x022\xb6\x11\n" +
+	"\x12TASK_KIND_ACTIVITY\x10\x022\xa3\x12\n" +
 	"\aDurable\x12]\n" +
 	"\x10PollWorkflowTask\x12#.durable.v1.PollWorkflowTaskRequest\x1a$.durable.v1.PollWorkflowTaskResponse\x12R\n" +
 	"\x14CompleteWorkflowTask\x12'.durable.v1.CompleteWorkflowTaskRequest\x1a\x11.durable.v1.Empty\x12J\n" +
-	"\x10FailWorkflowTask\x12#.durable.v1.FailWorkflowTaskRequest\x1a\x11.durable.v1.Empty\x12]\n" +
+	"\x10FailWorkflowTask\x12#.durable.v1.FailWorkflowTaskRequest\x1a\x11.durable.v1.Empty\x12k\n" +
+	"\x16GetWorkflowTaskHistory\x12).durable.v1.GetWorkflowTaskHistoryRequest\x1a&.durable.v1.GetWorkflowHistoryResponse\x12]\n" +
 	"\x10PollActivityTask\x12#.durable.v1.PollActivityTaskRequest\x1a$.durable.v1.PollActivityTaskResponse\x12R\n" +
 	"\x14CompleteActivityTask\x12'.durable.v1.CompleteActivityTaskRequest\x1a\x11.durable.v1.Empty\x12F\n" +
 	"\x10FailActivityTask\x12\x1f.durable.v1.FailActivityRequest\x1a\x11.durable.v1.Empty\x12N\n" +
@@ -6275,257 +6364,260 @@ func file_durable_v1_durable_proto_rawDescGZIP() []byte {
 }
 
 var file_durable_v1_durable_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_durable_v1_durable_proto_goTypes = []any{
-	(EventType)(0),                      // 0: durable.v1.EventType
-	(WorkflowStatus)(0),                 // 1: durable.v1.WorkflowStatus
-	(ActivityState)(0),                  // 2: durable.v1.ActivityState
-	(CommandType)(0),                    // 3: durable.v1.CommandType
-	(OperationState)(0),                 // 4: durable.v1.OperationState
-	(WatchEventKind)(0),                 // 5: durable.v1.WatchEventKind
-	(TaskKind)(0),                       // 6: durable.v1.TaskKind
-	(*Empty)(nil),                       // 7: durable.v1.Empty
-	(*RetryPolicy)(nil),                 // 8: durable.v1.RetryPolicy
-	(*ActivityOptions)(nil),             // 9: durable.v1.ActivityOptions
-	(*Failure)(nil),                     // 10: durable.v1.Failure
-	(*HistoryEvent)(nil),                // 11: durable.v1.HistoryEvent
-	(*WorkflowInfo)(nil),                // 12: durable.v1.WorkflowInfo
-	(*AttemptRecord)(nil),               // 13: durable.v1.AttemptRecord
-	(*PendingActivity)(nil),             // 14: durable.v1.PendingActivity
-	(*FinishedActivity)(nil),            // 15: durable.v1.FinishedActivity
-	(*TaskToken)(nil),                   // 16: durable.v1.TaskToken
-	(*PollWorkflowTaskRequest)(nil),     // 17: durable.v1.PollWorkflowTaskRequest
-	(*PollWorkflowTaskResponse)(nil),    // 18: durable.v1.PollWorkflowTaskResponse
-	(*Command)(nil),                     // 19: durable.v1.Command
-	(*CompleteWorkflowTaskRequest)(nil), // 20: durable.v1.CompleteWorkflowTaskRequest
-	(*FailWorkflowTaskRequest)(nil),     // 21: durable.v1.FailWorkflowTaskRequest
-	(*PollActivityTaskRequest)(nil),     // 22: durable.v1.PollActivityTaskRequest
-	(*ActivityTask)(nil),                // 23: durable.v1.ActivityTask
-	(*PollActivityTaskResponse)(nil),    // 24: durable.v1.PollActivityTaskResponse
-	(*CompleteActivityTaskRequest)(nil), // 25: durable.v1.CompleteActivityTaskRequest
-	(*FailActivityRequest)(nil),         // 26: durable.v1.FailActivityRequest
-	(*HeartbeatRequest)(nil),            // 27: durable.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),           // 28: durable.v1.HeartbeatResponse
-	(*StartWorkflowRequest)(nil),        // 29: durable.v1.StartWorkflowRequest
-	(*StartWorkflowResponse)(nil),       // 30: durable.v1.StartWorkflowResponse
-	(*DescribeWorkflowRequest)(nil),     // 31: durable.v1.DescribeWorkflowRequest
-	(*DescribeWorkflowResponse)(nil),    // 32: durable.v1.DescribeWorkflowResponse
-	(*GetWorkflowHistoryRequest)(nil),   // 33: durable.v1.GetWorkflowHistoryRequest
-	(*GetWorkflowHistoryResponse)(nil),  // 34: durable.v1.GetWorkflowHistoryResponse
-	(*ListWorkflowsRequest)(nil),        // 35: durable.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),       // 36: durable.v1.ListWorkflowsResponse
-	(*ListDeadLettersRequest)(nil),      // 37: durable.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),     // 38: durable.v1.ListDeadLettersResponse
-	(*RedriveDeadLetterRequest)(nil),    // 39: durable.v1.RedriveDeadLetterRequest
-	(*RedriveDeadLetterResponse)(nil),   // 40: durable.v1.RedriveDeadLetterResponse
-	(*DeadLetterFilter)(nil),            // 41: durable.v1.DeadLetterFilter
-	(*OptionsPatch)(nil),                // 42: durable.v1.OptionsPatch
-	(*StringList)(nil),                  // 43: durable.v1.StringList
-	(*RedriveDeadLettersRequest)(nil),   // 44: durable.v1.RedriveDeadLettersRequest
-	(*RedriveDeadLettersResponse)(nil),  // 45: durable.v1.RedriveDeadLettersResponse
-	(*Operation)(nil),                   // 46: durable.v1.Operation
-	(*DescribeOperationRequest)(nil),    // 47: durable.v1.DescribeOperationRequest
-	(*ListOperationsRequest)(nil),       // 48: durable.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),      // 49: durable.v1.ListOperationsResponse
-	(*CancelOperationRequest)(nil),      // 50: durable.v1.CancelOperationRequest
-	(*PolicyOverride)(nil),              // 51: durable.v1.PolicyOverride
-	(*SetPolicyOverrideRequest)(nil),    // 52: durable.v1.SetPolicyOverrideRequest
-	(*ListPolicyOverridesRequest)(nil),  // 53: durable.v1.ListPolicyOverridesRequest
-	(*ListPolicyOverridesResponse)(nil), // 54: durable.v1.ListPolicyOverridesResponse
-	(*ClearPolicyOverrideRequest)(nil),  // 55: durable.v1.ClearPolicyOverrideRequest
-	(*ClearPolicyOverrideResponse)(nil), // 56: durable.v1.ClearPolicyOverrideResponse
-	(*ListActivitiesRequest)(nil),       // 57: durable.v1.ListActivitiesRequest
-	(*ListActivitiesResponse)(nil),      // 58: durable.v1.ListActivitiesResponse
-	(*ListActivityStatsRequest)(nil),    // 59: durable.v1.ListActivityStatsRequest
-	(*ActivityTypeStats)(nil),           // 60: durable.v1.ActivityTypeStats
-	(*ListActivityStatsResponse)(nil),   // 61: durable.v1.ListActivityStatsResponse
-	(*WatchRequest)(nil),                // 62: durable.v1.WatchRequest
-	(*ActivityRef)(nil),                 // 63: durable.v1.ActivityRef
-	(*WatchEvent)(nil),                  // 64: durable.v1.WatchEvent
-	(*WritesState)(nil),                 // 65: durable.v1.WritesState
-	(*AuditRecord)(nil),                 // 66: durable.v1.AuditRecord
-	(*ListAuditRecordsRequest)(nil),     // 67: durable.v1.ListAuditRecordsRequest
-	(*ListAuditRecordsResponse)(nil),    // 68: durable.v1.ListAuditRecordsResponse
-	(*ListTaskQueuesRequest)(nil),       // 69: durable.v1.ListTaskQueuesRequest
-	(*ListTaskQueuesResponse)(nil),      // 70: durable.v1.ListTaskQueuesResponse
-	(*TaskQueueList)(nil),               // 71: durable.v1.TaskQueueList
-	(*TaskQueue)(nil),                   // 72: durable.v1.TaskQueue
-	(*Poller)(nil),                      // 73: durable.v1.Poller
-	(*TaskBacklog)(nil),                 // 74: durable.v1.TaskBacklog
-	(*WorkerLeases)(nil),                // 75: durable.v1.WorkerLeases
-	(*durationpb.Duration)(nil),         // 76: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 77: google.protobuf.Timestamp
+	(EventType)(0),                        // 0: durable.v1.EventType
+	(WorkflowStatus)(0),                   // 1: durable.v1.WorkflowStatus
+	(ActivityState)(0),                    // 2: durable.v1.ActivityState
+	(CommandType)(0),                      // 3: durable.v1.CommandType
+	(OperationState)(0),                   // 4: durable.v1.OperationState
+	(WatchEventKind)(0),                   // 5: durable.v1.WatchEventKind
+	(TaskKind)(0),                         // 6: durable.v1.TaskKind
+	(*Empty)(nil),                         // 7: durable.v1.Empty
+	(*RetryPolicy)(nil),                   // 8: durable.v1.RetryPolicy
+	(*ActivityOptions)(nil),               // 9: durable.v1.ActivityOptions
+	(*Failure)(nil),                       // 10: durable.v1.Failure
+	(*HistoryEvent)(nil),                  // 11: durable.v1.HistoryEvent
+	(*WorkflowInfo)(nil),                  // 12: durable.v1.WorkflowInfo
+	(*AttemptRecord)(nil),                 // 13: durable.v1.AttemptRecord
+	(*PendingActivity)(nil),               // 14: durable.v1.PendingActivity
+	(*FinishedActivity)(nil),              // 15: durable.v1.FinishedActivity
+	(*TaskToken)(nil),                     // 16: durable.v1.TaskToken
+	(*PollWorkflowTaskRequest)(nil),       // 17: durable.v1.PollWorkflowTaskRequest
+	(*PollWorkflowTaskResponse)(nil),      // 18: durable.v1.PollWorkflowTaskResponse
+	(*GetWorkflowTaskHistoryRequest)(nil), // 19: durable.v1.GetWorkflowTaskHistoryRequest
+	(*Command)(nil),                       // 20: durable.v1.Command
+	(*CompleteWorkflowTaskRequest)(nil),   // 21: durable.v1.CompleteWorkflowTaskRequest
+	(*FailWorkflowTaskRequest)(nil),       // 22: durable.v1.FailWorkflowTaskRequest
+	(*PollActivityTaskRequest)(nil),       // 23: durable.v1.PollActivityTaskRequest
+	(*ActivityTask)(nil),                  // 24: durable.v1.ActivityTask
+	(*PollActivityTaskResponse)(nil),      // 25: durable.v1.PollActivityTaskResponse
+	(*CompleteActivityTaskRequest)(nil),   // 26: durable.v1.CompleteActivityTaskRequest
+	(*FailActivityRequest)(nil),           // 27: durable.v1.FailActivityRequest
+	(*HeartbeatRequest)(nil),              // 28: durable.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),             // 29: durable.v1.HeartbeatResponse
+	(*StartWorkflowRequest)(nil),          // 30: durable.v1.StartWorkflowRequest
+	(*StartWorkflowResponse)(nil),         // 31: durable.v1.StartWorkflowResponse
+	(*DescribeWorkflowRequest)(nil),       // 32: durable.v1.DescribeWorkflowRequest
+	(*DescribeWorkflowResponse)(nil),      // 33: durable.v1.DescribeWorkflowResponse
+	(*GetWorkflowHistoryRequest)(nil),     // 34: durable.v1.GetWorkflowHistoryRequest
+	(*GetWorkflowHistoryResponse)(nil),    // 35: durable.v1.GetWorkflowHistoryResponse
+	(*ListWorkflowsRequest)(nil),          // 36: durable.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),         // 37: durable.v1.ListWorkflowsResponse
+	(*ListDeadLettersRequest)(nil),        // 38: durable.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),       // 39: durable.v1.ListDeadLettersResponse
+	(*RedriveDeadLetterRequest)(nil),      // 40: durable.v1.RedriveDeadLetterRequest
+	(*RedriveDeadLetterResponse)(nil),     // 41: durable.v1.RedriveDeadLetterResponse
+	(*DeadLetterFilter)(nil),              // 42: durable.v1.DeadLetterFilter
+	(*OptionsPatch)(nil),                  // 43: durable.v1.OptionsPatch
+	(*StringList)(nil),                    // 44: durable.v1.StringList
+	(*RedriveDeadLettersRequest)(nil),     // 45: durable.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil),    // 46: durable.v1.RedriveDeadLettersResponse
+	(*Operation)(nil),                     // 47: durable.v1.Operation
+	(*DescribeOperationRequest)(nil),      // 48: durable.v1.DescribeOperationRequest
+	(*ListOperationsRequest)(nil),         // 49: durable.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),        // 50: durable.v1.ListOperationsResponse
+	(*CancelOperationRequest)(nil),        // 51: durable.v1.CancelOperationRequest
+	(*PolicyOverride)(nil),                // 52: durable.v1.PolicyOverride
+	(*SetPolicyOverrideRequest)(nil),      // 53: durable.v1.SetPolicyOverrideRequest
+	(*ListPolicyOverridesRequest)(nil),    // 54: durable.v1.ListPolicyOverridesRequest
+	(*ListPolicyOverridesResponse)(nil),   // 55: durable.v1.ListPolicyOverridesResponse
+	(*ClearPolicyOverrideRequest)(nil),    // 56: durable.v1.ClearPolicyOverrideRequest
+	(*ClearPolicyOverrideResponse)(nil),   // 57: durable.v1.ClearPolicyOverrideResponse
+	(*ListActivitiesRequest)(nil),         // 58: durable.v1.ListActivitiesRequest
+	(*ListActivitiesResponse)(nil),        // 59: durable.v1.ListActivitiesResponse
+	(*ListActivityStatsRequest)(nil),      // 60: durable.v1.ListActivityStatsRequest
+	(*ActivityTypeStats)(nil),             // 61: durable.v1.ActivityTypeStats
+	(*ListActivityStatsResponse)(nil),     // 62: durable.v1.ListActivityStatsResponse
+	(*WatchRequest)(nil),                  // 63: durable.v1.WatchRequest
+	(*ActivityRef)(nil),                   // 64: durable.v1.ActivityRef
+	(*WatchEvent)(nil),                    // 65: durable.v1.WatchEvent
+	(*WritesState)(nil),                   // 66: durable.v1.WritesState
+	(*AuditRecord)(nil),                   // 67: durable.v1.AuditRecord
+	(*ListAuditRecordsRequest)(nil),       // 68: durable.v1.ListAuditRecordsRequest
+	(*ListAuditRecordsResponse)(nil),      // 69: durable.v1.ListAuditRecordsResponse
+	(*ListTaskQueuesRequest)(nil),         // 70: durable.v1.ListTaskQueuesRequest
+	(*ListTaskQueuesResponse)(nil),        // 71: durable.v1.ListTaskQueuesResponse
+	(*TaskQueueList)(nil),                 // 72: durable.v1.TaskQueueList
+	(*TaskQueue)(nil),                     // 73: durable.v1.TaskQueue
+	(*Poller)(nil),                        // 74: durable.v1.Poller
+	(*TaskBacklog)(nil),                   // 75: durable.v1.TaskBacklog
+	(*WorkerLeases)(nil),                  // 76: durable.v1.WorkerLeases
+	(*durationpb.Duration)(nil),           // 77: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),         // 78: google.protobuf.Timestamp
 }
 var file_durable_v1_durable_proto_depIdxs = []int32{
-	76,  // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
-	76,  // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
-	76,  // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
-	76,  // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	77,  // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
+	77,  // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
+	77,  // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
+	77,  // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
 	8,   // 4: durable.v1.ActivityOptions.retry_policy:type_name -> durable.v1.RetryPolicy
-	77,  // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	78,  // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
 	0,   // 6: durable.v1.HistoryEvent.type:type_name -> durable.v1.EventType
 	10,  // 7: durable.v1.HistoryEvent.failure:type_name -> durable.v1.Failure
 	9,   // 8: durable.v1.HistoryEvent.activity_options:type_name -> durable.v1.ActivityOptions
-	76,  // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
-	42,  // 10: durable.v1.HistoryEvent.edit:type_name -> durable.v1.OptionsPatch
+	77,  // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
+	43,  // 10: durable.v1.HistoryEvent.edit:type_name -> durable.v1.OptionsPatch
 	1,   // 11: durable.v1.WorkflowInfo.status:type_name -> durable.v1.WorkflowStatus
-	77,  // 12: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
-	77,  // 13: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
+	78,  // 12: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
+	78,  // 13: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
 	10,  // 14: durable.v1.WorkflowInfo.failure:type_name -> durable.v1.Failure
-	77,  // 15: durable.v1.WorkflowInfo.workflow_task_ready_time:type_name -> google.protobuf.Timestamp
-	77,  // 16: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
-	77,  // 17: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
+	78,  // 15: durable.v1.WorkflowInfo.workflow_task_ready_time:type_name -> google.protobuf.Timestamp
+	78,  // 16: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
+	78,  // 17: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
 	10,  // 18: durable.v1.AttemptRecord.failure:type_name -> durable.v1.Failure
 	2,   // 19: durable.v1.PendingActivity.state:type_name -> durable.v1.ActivityState
-	77,  // 20: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
-	77,  // 21: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
-	77,  // 22: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
-	77,  // 23: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
+	78,  // 20: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
+	78,  // 21: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
+	78,  // 22: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
+	78,  // 23: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
 	10,  // 24: durable.v1.PendingActivity.last_failure:type_name -> durable.v1.Failure
-	77,  // 25: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	78,  // 25: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
 	9,   // 26: durable.v1.PendingActivity.options:type_name -> durable.v1.ActivityOptions
 	13,  // 27: durable.v1.PendingActivity.attempts:type_name -> durable.v1.AttemptRecord
-	77,  // 28: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
-	77,  // 29: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
+	78,  // 28: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
+	78,  // 29: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
 	9,   // 30: durable.v1.PendingActivity.options_in_force:type_name -> durable.v1.ActivityOptions
 	14,  // 31: durable.v1.FinishedActivity.activity:type_name -> durable.v1.PendingActivity
-	77,  // 32: durable.v1.FinishedActivity.finished_time:type_name -> google.protobuf.Timestamp
+	78,  // 32: durable.v1.FinishedActivity.finished_time:type_name -> google.protobuf.Timestamp
 	11,  // 33: durable.v1.PollWorkflowTaskResponse.history:type_name -> durable.v1.HistoryEvent
 	3,   // 34: durable.v1.Command.type:type_name -> durable.v1.CommandType
 	9,   // 35: durable.v1.Command.activity_options:type_name -> durable.v1.ActivityOptions
-	76,  // 36: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
+	77,  // 36: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
 	10,  // 37: durable.v1.Command.failure:type_name -> durable.v1.Failure
-	19,  // 38: durable.v1.CompleteWorkflowTaskRequest.commands:type_name -> durable.v1.Command
+	20,  // 38: durable.v1.CompleteWorkflowTaskRequest.commands:type_name -> durable.v1.Command
 	10,  // 39: durable.v1.FailWorkflowTaskRequest.failure:type_name -> durable.v1.Failure
-	77,  // 40: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
-	77,  // 41: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
-	77,  // 42: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
-	76,  // 43: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
-	23,  // 44: durable.v1.PollActivityTaskResponse.tasks:type_name -> durable.v1.ActivityTask
+	78,  // 40: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
+	78,  // 41: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
+	78,  // 42: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
+	77,  // 43: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
+	24,  // 44: durable.v1.PollActivityTaskResponse.tasks:type_name -> durable.v1.ActivityTask
 	10,  // 45: durable.v1.FailActivityRequest.failure:type_name -> durable.v1.Failure
-	77,  // 46: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	78,  // 46: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
 	12,  // 47: durable.v1.DescribeWorkflowResponse.workflow:type_name -> durable.v1.WorkflowInfo
 	14,  // 48: durable.v1.DescribeWorkflowResponse.pending_activities:type_name -> durable.v1.PendingActivity
 	15,  // 49: durable.v1.DescribeWorkflowResponse.finished_activities:type_name -> durable.v1.FinishedActivity
 	11,  // 50: durable.v1.GetWorkflowHistoryResponse.events:type_name -> durable.v1.HistoryEvent
 	1,   // 51: durable.v1.ListWorkflowsRequest.status:type_name -> durable.v1.WorkflowStatus
 	12,  // 52: durable.v1.ListWorkflowsResponse.workflows:type_name -> durable.v1.WorkflowInfo
-	77,  // 53: durable.v1.ListDeadLettersRequest.dead_lettered_after:type_name -> google.protobuf.Timestamp
-	77,  // 54: durable.v1.ListDeadLettersRequest.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	78,  // 53: durable.v1.ListDeadLettersRequest.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	78,  // 54: durable.v1.ListDeadLettersRequest.dead_lettered_before:type_name -> google.protobuf.Timestamp
 	14,  // 55: durable.v1.ListDeadLettersResponse.dead_letters:type_name -> durable.v1.PendingActivity
-	42,  // 56: durable.v1.RedriveDeadLetterRequest.edit:type_name -> durable.v1.OptionsPatch
+	43,  // 56: durable.v1.RedriveDeadLetterRequest.edit:type_name -> durable.v1.OptionsPatch
 	14,  // 57: durable.v1.RedriveDeadLetterResponse.activity:type_name -> durable.v1.PendingActivity
-	77,  // 58: durable.v1.DeadLetterFilter.dead_lettered_after:type_name -> google.protobuf.Timestamp
-	77,  // 59: durable.v1.DeadLetterFilter.dead_lettered_before:type_name -> google.protobuf.Timestamp
-	43,  // 60: durable.v1.OptionsPatch.non_retryable:type_name -> durable.v1.StringList
-	76,  // 61: durable.v1.OptionsPatch.start_to_close_timeout:type_name -> google.protobuf.Duration
-	76,  // 62: durable.v1.OptionsPatch.heartbeat_timeout:type_name -> google.protobuf.Duration
-	76,  // 63: durable.v1.OptionsPatch.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	41,  // 64: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
-	63,  // 65: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
-	42,  // 66: durable.v1.RedriveDeadLettersRequest.edit:type_name -> durable.v1.OptionsPatch
-	46,  // 67: durable.v1.RedriveDeadLettersResponse.operation:type_name -> durable.v1.Operation
+	78,  // 58: durable.v1.DeadLetterFilter.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	78,  // 59: durable.v1.DeadLetterFilter.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	44,  // 60: durable.v1.OptionsPatch.non_retryable:type_name -> durable.v1.StringList
+	77,  // 61: durable.v1.OptionsPatch.start_to_close_timeout:type_name -> google.protobuf.Duration
+	77,  // 62: durable.v1.OptionsPatch.heartbeat_timeout:type_name -> google.protobuf.Duration
+	77,  // 63: durable.v1.OptionsPatch.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	42,  // 64: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
+	64,  // 65: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
+	43,  // 66: durable.v1.RedriveDeadLettersRequest.edit:type_name -> durable.v1.OptionsPatch
+	47,  // 67: durable.v1.RedriveDeadLettersResponse.operation:type_name -> durable.v1.Operation
 	14,  // 68: durable.v1.RedriveDeadLettersResponse.preview:type_name -> durable.v1.PendingActivity
 	4,   // 69: durable.v1.Operation.state:type_name -> durable.v1.OperationState
-	41,  // 70: durable.v1.Operation.filter:type_name -> durable.v1.DeadLetterFilter
-	42,  // 71: durable.v1.Operation.edit:type_name -> durable.v1.OptionsPatch
-	77,  // 72: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
-	77,  // 73: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
-	46,  // 74: durable.v1.ListOperationsResponse.operations:type_name -> durable.v1.Operation
-	42,  // 75: durable.v1.PolicyOverride.patch:type_name -> durable.v1.OptionsPatch
-	77,  // 76: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
-	42,  // 77: durable.v1.SetPolicyOverrideRequest.patch:type_name -> durable.v1.OptionsPatch
-	51,  // 78: durable.v1.ListPolicyOverridesResponse.overrides:type_name -> durable.v1.PolicyOverride
-	51,  // 79: durable.v1.ClearPolicyOverrideResponse.cleared:type_name -> durable.v1.PolicyOverride
+	42,  // 70: durable.v1.Operation.filter:type_name -> durable.v1.DeadLetterFilter
+	43,  // 71: durable.v1.Operation.edit:type_name -> durable.v1.OptionsPatch
+	78,  // 72: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
+	78,  // 73: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
+	47,  // 74: durable.v1.ListOperationsResponse.operations:type_name -> durable.v1.Operation
+	43,  // 75: durable.v1.PolicyOverride.patch:type_name -> durable.v1.OptionsPatch
+	78,  // 76: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
+	43,  // 77: durable.v1.SetPolicyOverrideRequest.patch:type_name -> durable.v1.OptionsPatch
+	52,  // 78: durable.v1.ListPolicyOverridesResponse.overrides:type_name -> durable.v1.PolicyOverride
+	52,  // 79: durable.v1.ClearPolicyOverrideResponse.cleared:type_name -> durable.v1.PolicyOverride
 	2,   // 80: durable.v1.ListActivitiesRequest.state:type_name -> durable.v1.ActivityState
 	14,  // 81: durable.v1.ListActivitiesResponse.activities:type_name -> durable.v1.PendingActivity
-	77,  // 82: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
-	76,  // 83: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
-	76,  // 84: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
-	76,  // 85: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
-	76,  // 86: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
+	78,  // 82: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
+	77,  // 83: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
+	77,  // 84: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
+	77,  // 85: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
+	77,  // 86: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
 	9,   // 87: durable.v1.ActivityTypeStats.options_in_force:type_name -> durable.v1.ActivityOptions
-	60,  // 88: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
+	61,  // 88: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
 	5,   // 89: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
 	14,  // 90: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
 	12,  // 91: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
-	63,  // 92: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
-	77,  // 93: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
-	66,  // 94: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
-	46,  // 95: durable.v1.WatchEvent.operations:type_name -> durable.v1.Operation
-	51,  // 96: durable.v1.WatchEvent.policy_overrides:type_name -> durable.v1.PolicyOverride
-	65,  // 97: durable.v1.WatchEvent.writes:type_name -> durable.v1.WritesState
-	71,  // 98: durable.v1.WatchEvent.task_queues:type_name -> durable.v1.TaskQueueList
-	77,  // 99: durable.v1.WritesState.since:type_name -> google.protobuf.Timestamp
-	77,  // 100: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
-	41,  // 101: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
-	63,  // 102: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
-	42,  // 103: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
-	51,  // 104: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
-	77,  // 105: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
-	66,  // 106: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
-	72,  // 107: durable.v1.ListTaskQueuesResponse.task_queues:type_name -> durable.v1.TaskQueue
-	77,  // 108: durable.v1.ListTaskQueuesResponse.server_time:type_name -> google.protobuf.Timestamp
-	72,  // 109: durable.v1.TaskQueueList.task_queues:type_name -> durable.v1.TaskQueue
-	73,  // 110: durable.v1.TaskQueue.pollers:type_name -> durable.v1.Poller
-	74,  // 111: durable.v1.TaskQueue.workflow_tasks:type_name -> durable.v1.TaskBacklog
-	74,  // 112: durable.v1.TaskQueue.activity_tasks:type_name -> durable.v1.TaskBacklog
-	75,  // 113: durable.v1.TaskQueue.leases:type_name -> durable.v1.WorkerLeases
+	64,  // 92: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
+	78,  // 93: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
+	67,  // 94: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
+	47,  // 95: durable.v1.WatchEvent.operations:type_name -> durable.v1.Operation
+	52,  // 96: durable.v1.WatchEvent.policy_overrides:type_name -> durable.v1.PolicyOverride
+	66,  // 97: durable.v1.WatchEvent.writes:type_name -> durable.v1.WritesState
+	72,  // 98: durable.v1.WatchEvent.task_queues:type_name -> durable.v1.TaskQueueList
+	78,  // 99: durable.v1.WritesState.since:type_name -> google.protobuf.Timestamp
+	78,  // 100: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	42,  // 101: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
+	64,  // 102: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
+	43,  // 103: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
+	52,  // 104: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
+	78,  // 105: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
+	67,  // 106: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
+	73,  // 107: durable.v1.ListTaskQueuesResponse.task_queues:type_name -> durable.v1.TaskQueue
+	78,  // 108: durable.v1.ListTaskQueuesResponse.server_time:type_name -> google.protobuf.Timestamp
+	73,  // 109: durable.v1.TaskQueueList.task_queues:type_name -> durable.v1.TaskQueue
+	74,  // 110: durable.v1.TaskQueue.pollers:type_name -> durable.v1.Poller
+	75,  // 111: durable.v1.TaskQueue.workflow_tasks:type_name -> durable.v1.TaskBacklog
+	75,  // 112: durable.v1.TaskQueue.activity_tasks:type_name -> durable.v1.TaskBacklog
+	76,  // 113: durable.v1.TaskQueue.leases:type_name -> durable.v1.WorkerLeases
 	6,   // 114: durable.v1.Poller.kind:type_name -> durable.v1.TaskKind
-	77,  // 115: durable.v1.Poller.last_poll_time:type_name -> google.protobuf.Timestamp
-	77,  // 116: durable.v1.TaskBacklog.oldest_ready_time:type_name -> google.protobuf.Timestamp
+	78,  // 115: durable.v1.Poller.last_poll_time:type_name -> google.protobuf.Timestamp
+	78,  // 116: durable.v1.TaskBacklog.oldest_ready_time:type_name -> google.protobuf.Timestamp
 	17,  // 117: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
-	20,  // 118: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
-	21,  // 119: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
-	22,  // 120: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
-	25,  // 121: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
-	26,  // 122: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
-	27,  // 123: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
-	29,  // 124: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
-	31,  // 125: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
-	33,  // 126: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
-	35,  // 127: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
-	37,  // 128: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
-	39,  // 129: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
-	44,  // 130: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
-	47,  // 131: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
-	48,  // 132: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
-	50,  // 133: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
-	52,  // 134: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
-	53,  // 135: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
-	55,  // 136: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
-	57,  // 137: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
-	59,  // 138: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
-	62,  // 139: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
-	67,  // 140: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
-	69,  // 141: durable.v1.Durable.ListTaskQueues:input_type -> durable.v1.ListTaskQueuesRequest
-	18,  // 142: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
-	7,   // 143: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
-	7,   // 144: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
-	24,  // 145: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
-	7,   // 146: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
-	7,   // 147: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
-	28,  // 148: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
-	30,  // 149: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
-	32,  // 150: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
-	34,  // 151: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
-	36,  // 152: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
-	38,  // 153: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
-	40,  // 154: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
-	45,  // 155: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
-	46,  // 156: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
-	49,  // 157: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
-	46,  // 158: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
-	51,  // 159: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
-	54,  // 160: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
-	56,  // 161: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
-	58,  // 162: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
-	61,  // 163: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
-	64,  // 164: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
-	68,  // 165: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
-	70,  // 166: durable.v1.Durable.ListTaskQueues:output_type -> durable.v1.ListTaskQueuesResponse
-	142, // [142:167] is the sub-list for method output_type
-	117, // [117:142] is the sub-list for method input_type
+	21,  // 118: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
+	22,  // 119: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
+	19,  // 120: durable.v1.Durable.GetWorkflowTaskHistory:input_type -> durable.v1.GetWorkflowTaskHistoryRequest
+	23,  // 121: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
+	26,  // 122: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
+	27,  // 123: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
+	28,  // 124: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
+	30,  // 125: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
+	32,  // 126: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
+	34,  // 127: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
+	36,  // 128: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
+	38,  // 129: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
+	40,  // 130: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
+	45,  // 131: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
+	48,  // 132: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
+	49,  // 133: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
+	51,  // 134: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
+	53,  // 135: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
+	54,  // 136: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
+	56,  // 137: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
+	58,  // 138: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
+	60,  // 139: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
+	63,  // 140: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
+	68,  // 141: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
+	70,  // 142: durable.v1.Durable.ListTaskQueues:input_type -> durable.v1.ListTaskQueuesRequest
+	18,  // 143: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
+	7,   // 144: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
+	7,   // 145: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
+	35,  // 146: durable.v1.Durable.GetWorkflowTaskHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
+	25,  // 147: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
+	7,   // 148: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
+	7,   // 149: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
+	29,  // 150: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
+	31,  // 151: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
+	33,  // 152: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
+	35,  // 153: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
+	37,  // 154: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
+	39,  // 155: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
+	41,  // 156: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
+	46,  // 157: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
+	47,  // 158: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
+	50,  // 159: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
+	47,  // 160: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
+	52,  // 161: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
+	55,  // 162: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
+	57,  // 163: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
+	59,  // 164: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
+	62,  // 165: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
+	65,  // 166: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
+	69,  // 167: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
+	71,  // 168: durable.v1.Durable.ListTaskQueues:output_type -> durable.v1.ListTaskQueuesResponse
+	143, // [143:169] is the sub-list for method output_type
+	117, // [117:143] is the sub-list for method input_type
 	117, // [117:117] is the sub-list for extension type_name
 	117, // [117:117] is the sub-list for extension extendee
 	0,   // [0:117] is the sub-list for field type_name
@@ -6536,14 +6628,14 @@ func file_durable_v1_durable_proto_init() {
 	if File_durable_v1_durable_proto != nil {
 		return
 	}
-	file_durable_v1_durable_proto_msgTypes[35].OneofWrappers = []any{}
+	file_durable_v1_durable_proto_msgTypes[36].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_durable_v1_durable_proto_rawDesc), len(file_durable_v1_durable_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   69,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,31 +23,32 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Durable_PollWorkflowTask_FullMethodName     = "/durable.v1.Durable/PollWorkflowTask"
-	Durable_CompleteWorkflowTask_FullMethodName = "/durable.v1.Durable/CompleteWorkflowTask"
-	Durable_FailWorkflowTask_FullMethodName     = "/durable.v1.Durable/FailWorkflowTask"
-	Durable_PollActivityTask_FullMethodName     = "/durable.v1.Durable/PollActivityTask"
-	Durable_CompleteActivityTask_FullMethodName = "/durable.v1.Durable/CompleteActivityTask"
-	Durable_FailActivityTask_FullMethodName     = "/durable.v1.Durable/FailActivityTask"
-	Durable_RecordHeartbeat_FullMethodName      = "/durable.v1.Durable/RecordHeartbeat"
-	Durable_StartWorkflow_FullMethodName        = "/durable.v1.Durable/StartWorkflow"
-	Durable_DescribeWorkflow_FullMethodName     = "/durable.v1.Durable/DescribeWorkflow"
-	Durable_GetWorkflowHistory_FullMethodName   = "/durable.v1.Durable/GetWorkflowHistory"
-	Durable_ListWorkflows_FullMethodName        = "/durable.v1.Durable/ListWorkflows"
-	Durable_ListDeadLetters_FullMethodName      = "/durable.v1.Durable/ListDeadLetters"
-	Durable_RedriveDeadLetter_FullMethodName    = "/durable.v1.Durable/RedriveDeadLetter"
-	Durable_RedriveDeadLetters_FullMethodName   = "/durable.v1.Durable/RedriveDeadLetters"
-	Durable_DescribeOperation_FullMethodName    = "/durable.v1.Durable/DescribeOperation"
-	Durable_ListOperations_FullMethodName       = "/durable.v1.Durable/ListOperations"
-	Durable_CancelOperation_FullMethodName      = "/durable.v1.Durable/CancelOperation"
-	Durable_SetPolicyOverride_FullMethodName    = "/durable.v1.Durable/SetPolicyOverride"
-	Durable_ListPolicyOverrides_FullMethodName  = "/durable.v1.Durable/ListPolicyOverrides"
-	Durable_ClearPolicyOverride_FullMethodName  = "/durable.v1.Durable/ClearPolicyOverride"
-	Durable_ListActivities_FullMethodName       = "/durable.v1.Durable/ListActivities"
-	Durable_ListActivityStats_FullMethodName    = "/durable.v1.Durable/ListActivityStats"
-	Durable_Watch_FullMethodName                = "/durable.v1.Durable/Watch"
-	Durable_ListAuditRecords_FullMethodName     = "/durable.v1.Durable/ListAuditRecords"
-	Durable_ListTaskQueues_FullMethodName       = "/durable.v1.Durable/ListTaskQueues"
+	Durable_PollWorkflowTask_FullMethodName       = "/durable.v1.Durable/PollWorkflowTask"
+	Durable_CompleteWorkflowTask_FullMethodName   = "/durable.v1.Durable/CompleteWorkflowTask"
+	Durable_FailWorkflowTask_FullMethodName       = "/durable.v1.Durable/FailWorkflowTask"
+	Durable_GetWorkflowTaskHistory_FullMethodName = "/durable.v1.Durable/GetWorkflowTaskHistory"
+	Durable_PollActivityTask_FullMethodName       = "/durable.v1.Durable/PollActivityTask"
+	Durable_CompleteActivityTask_FullMethodName   = "/durable.v1.Durable/CompleteActivityTask"
+	Durable_FailActivityTask_FullMethodName       = "/durable.v1.Durable/FailActivityTask"
+	Durable_RecordHeartbeat_FullMethodName        = "/durable.v1.Durable/RecordHeartbeat"
+	Durable_StartWorkflow_FullMethodName          = "/durable.v1.Durable/StartWorkflow"
+	Durable_DescribeWorkflow_FullMethodName       = "/durable.v1.Durable/DescribeWorkflow"
+	Durable_GetWorkflowHistory_FullMethodName     = "/durable.v1.Durable/GetWorkflowHistory"
+	Durable_ListWorkflows_FullMethodName          = "/durable.v1.Durable/ListWorkflows"
+	Durable_ListDeadLetters_FullMethodName        = "/durable.v1.Durable/ListDeadLetters"
+	Durable_RedriveDeadLetter_FullMethodName      = "/durable.v1.Durable/RedriveDeadLetter"
+	Durable_RedriveDeadLetters_FullMethodName     = "/durable.v1.Durable/RedriveDeadLetters"
+	Durable_DescribeOperation_FullMethodName      = "/durable.v1.Durable/DescribeOperation"
+	Durable_ListOperations_FullMethodName         = "/durable.v1.Durable/ListOperations"
+	Durable_CancelOperation_FullMethodName        = "/durable.v1.Durable/CancelOperation"
+	Durable_SetPolicyOverride_FullMethodName      = "/durable.v1.Durable/SetPolicyOverride"
+	Durable_ListPolicyOverrides_FullMethodName    = "/durable.v1.Durable/ListPolicyOverrides"
+	Durable_ClearPolicyOverride_FullMethodName    = "/durable.v1.Durable/ClearPolicyOverride"
+	Durable_ListActivities_FullMethodName         = "/durable.v1.Durable/ListActivities"
+	Durable_ListActivityStats_FullMethodName      = "/durable.v1.Durable/ListActivityStats"
+	Durable_Watch_FullMethodName                  = "/durable.v1.Durable/Watch"
+	Durable_ListAuditRecords_FullMethodName       = "/durable.v1.Durable/ListAuditRecords"
+	Durable_ListTaskQueues_FullMethodName         = "/durable.v1.Durable/ListTaskQueues"
 )
 
 // DurableClient is the client API for Durable service.
@@ -65,6 +66,11 @@ type DurableClient interface {
 	// FailWorkflowTask reports that the workflow code could not make progress
 	// (a panic, non-determinism); the task is retried with backoff.
 	FailWorkflowTask(ctx context.Context, in *FailWorkflowTaskRequest, opts ...grpc.CallOption) (*Empty, error)
+	// GetWorkflowTaskHistory returns the events before before_event_id of the
+	// workflow a leased workflow task belongs to: a worker that was sent only
+	// the new events of a workflow (history_start_event_id above 1) and no
+	// longer holds it in its cache asks for the rest with the task's token.
+	GetWorkflowTaskHistory(ctx context.Context, in *GetWorkflowTaskHistoryRequest, opts ...grpc.CallOption) (*GetWorkflowHistoryResponse, error)
 	// PollActivityTask long-polls a task queue for up to max_tasks activity
 	// attempts and leases them to the caller.
 	PollActivityTask(ctx context.Context, in *PollActivityTaskRequest, opts ...grpc.CallOption) (*PollActivityTaskResponse, error)
@@ -162,6 +168,16 @@ func (c *durableClient) FailWorkflowTask(ctx context.Context, in *FailWorkflowTa
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Empty)
 	err := c.cc.Invoke(ctx, Durable_FailWorkflowTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *durableClient) GetWorkflowTaskHistory(ctx context.Context, in *GetWorkflowTaskHistoryRequest, opts ...grpc.CallOption) (*GetWorkflowHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetWorkflowHistoryResponse)
+	err := c.cc.Invoke(ctx, Durable_GetWorkflowTaskHistory_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -412,6 +428,11 @@ type DurableServer interface {
 	// FailWorkflowTask reports that the workflow code could not make progress
 	// (a panic, non-determinism); the task is retried with backoff.
 	FailWorkflowTask(context.Context, *FailWorkflowTaskRequest) (*Empty, error)
+	// GetWorkflowTaskHistory returns the events before before_event_id of the
+	// workflow a leased workflow task belongs to: a worker that was sent only
+	// the new events of a workflow (history_start_event_id above 1) and no
+	// longer holds it in its cache asks for the rest with the task's token.
+	GetWorkflowTaskHistory(context.Context, *GetWorkflowTaskHistoryRequest) (*GetWorkflowHistoryResponse, error)
 	// PollActivityTask long-polls a task queue for up to max_tasks activity
 	// attempts and leases them to the caller.
 	PollActivityTask(context.Context, *PollActivityTaskRequest) (*PollActivityTaskResponse, error)
@@ -493,6 +514,9 @@ func (UnimplementedDurableServer) CompleteWorkflowTask(context.Context, *Complet
 }
 func (UnimplementedDurableServer) FailWorkflowTask(context.Context, *FailWorkflowTaskRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method FailWorkflowTask not implemented")
+}
+func (UnimplementedDurableServer) GetWorkflowTaskHistory(context.Context, *GetWorkflowTaskHistoryRequest) (*GetWorkflowHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetWorkflowTaskHistory not implemented")
 }
 func (UnimplementedDurableServer) PollActivityTask(context.Context, *PollActivityTaskRequest) (*PollActivityTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PollActivityTask not implemented")
@@ -631,6 +655,24 @@ func _Durable_FailWorkflowTask_Handler(srv interface{}, ctx context.Context, dec
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(DurableServer).FailWorkflowTask(ctx, req.(*FailWorkflowTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Durable_GetWorkflowTaskHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetWorkflowTaskHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).GetWorkflowTaskHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_GetWorkflowTaskHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).GetWorkflowTaskHistory(ctx, req.(*GetWorkflowTaskHistoryRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1042,6 +1084,10 @@ var Durable_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FailWorkflowTask",
 			Handler:    _Durable_FailWorkflowTask_Handler,
+		},
+		{
+			MethodName: "GetWorkflowTaskHistory",
+			Handler:    _Durable_GetWorkflowTaskHistory_Handler,
 		},
 		{
 			MethodName: "PollActivityTask",

@@ -30,7 +30,10 @@
 //     a failed sync, or on a read-only store): changes of state are refused,
 //     polls hand out nothing, timers and janitors wait, reads go on.
 //   - index.go, poll.go: the in-memory queue and timer heaps and the long polls
-//     parked on them.
+//     parked on them. horizon.go: the window of waiting work they hold
+//     (what falls due within a few minutes; the rest stays in the store's
+//     due-time indexes until the window reaches it), and the start, which
+//     reads that window, not every record.
 //   - query.go, watch.go, latency.go: describe, lists, the Watch stream and the
 //     attempt latency histograms, kept by the hour for stats windows.
 //     activities_query.go: pending activities across workflows, read from
@@ -42,7 +45,8 @@
 //     ApplyPatch, the one meaning of an options patch (overrides and edits).
 //   - observe.go, gauge.go: what metrics hear (the Observer, told after each
 //     commit) and the per-queue, per-state counts of activities, kept by
-//     watching the states each transition reads and writes (trackTx).
+//     watching the states each transition reads and writes (trackTx), and
+//     read at start from the counts the store keeps with the records.
 //   - store.go: the Store interface and the index entries a record implies.
 //
 // Tests run the engine on a FakeClock over an in-memory store; nothing in a

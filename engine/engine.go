@@ -53,9 +53,13 @@ type Engine struct {
 	batcherDone chan struct{}
 	waiters     map[queueKey][]*waiter
 	queues      map[queueKey]*entryHeap // pending tasks by queue, see index.go
-	timers      timerSet                // every live timer, earliest first
+	timers      timerSet                // the live timers kept in memory, earliest first
 	timerWake   chan struct{}
 	watchers    map[*watcher]struct{}
+	// horizon is the end of the window of waiting work kept in memory;
+	// refilling is held while a refill moves it (horizon.go).
+	horizon   time.Time
+	refilling sync.Mutex
 	// snapshotReads holds a token for each Watch reading its snapshot.
 	snapshotReads chan struct{}
 	closeSubs     map[string][]chan struct{} // workflow id → waiters for its close
@@ -94,9 +98,10 @@ type Engine struct {
 	sticky stickyMarks
 }
 
-// New returns an engine over store. It reads the id counter and the earliest
-// timer from the store and starts the timer loop; leases that expired while the
-// daemon was down are failed as timeouts when the loop first runs. Redrive
+// New returns an engine over store. It reads the id counter, the activity
+// counts, the work due within the window and what is not windowed (see
+// horizon.go) from the store and starts the timer loop; leases that expired
+// while the daemon was down are failed as timeouts when the loop first runs. Redrive
 // operations that were running go on from where they stopped, paced from now.
 func New(store Store, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
@@ -213,6 +218,8 @@ type change struct {
 	operations []*durablev1.Operation
 	// overrides set or (Cleared) cleared, see override.go
 	overrides []*durablev1.PolicyOverride
+	// refill moves the window of waiting work on, see horizon.go
+	refill *refill
 	// latency are the attempts that ended, counted once per batch (see
 	// countLatency).
 	latency []latencySample
@@ -260,7 +267,7 @@ func (e *Engine) publishChangeLocked(c *change) {
 	if len(c.timers) > 0 || len(c.gone) > 0 || len(c.removed) > 0 {
 		before := e.nextTimerLocked()
 		for _, t := range c.timers {
-			e.timers.set(t)
+			e.setTimerLocked(t)
 		}
 		// After the sets: an activity scheduled and dropped in one
 		// transition (its workflow closed) keeps no timer.
@@ -276,6 +283,9 @@ func (e *Engine) publishChangeLocked(c *change) {
 	}
 	e.countLocked(c.moves)
 	e.bookLocked(c.tasks)
+	if c.refill != nil {
+		e.applyRefillLocked(c.refill)
+	}
 	for _, id := range c.closed {
 		for _, ch := range e.closeSubs[id] {
 			close(ch)

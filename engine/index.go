@@ -3,12 +3,11 @@ package engine
 import (
 	"container/heap"
 	"time"
-
-	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
 // The engine keeps the queue and timer indexes of the store in memory as
-// min-heaps (the timers in a timerSet), rebuilt from the records at start. The store's index keys stay
+// min-heaps (the timers in a timerSet), the part of them due within its
+// window (horizon.go), rebuilt from the store at start. The store's index keys stay
 // the durable truth; the heaps only spare every poll and every tick a seek
 // through an LSM range full of deleted entries, whose cost grows with the
 // traffic. An entry is checked against its record when it is used, so a heap
@@ -32,7 +31,12 @@ func (h *entryHeap) Pop() any {
 	return x
 }
 
+// pushEntryLocked queues an entry, unless it falls beyond the window (the
+// store's index holds it, and a refill brings it in, see horizon.go).
 func (e *Engine) pushEntryLocked(q QueueEntry) {
+	if !keepEntry(q.Kind, q.Due, e.horizon) {
+		return
+	}
 	k := queueKey{q.Kind, q.Queue}
 	h := e.queues[k]
 	if h == nil {
@@ -44,67 +48,6 @@ func (e *Engine) pushEntryLocked(q QueueEntry) {
 
 // nextTimerLocked is the due time of the earliest timer, zero when none.
 func (e *Engine) nextTimerLocked() time.Time { return e.timers.next() }
-
-// rebuildIndex loads every queue entry and timer the records imply.
-func (e *Engine) rebuildIndex(tx Tx) error {
-	err := tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
-		e.counts[countKey(a)]++
-		e.bookLocked([]taskMove{{kind: ActivityTask, workflowID: a.GetInfo().GetWorkflowId(), activityID: a.GetInfo().GetActivityId(), to: activitySpot(a)}})
-		if q, ok := QueueEntryOf(a); ok {
-			e.pushEntryLocked(q)
-		}
-		for _, t := range e.timersOf(a) {
-			e.timers.set(t)
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	err = eachWorkflow(tx, func(w *durablev1.WorkflowRecord) {
-		if q, ok := WorkflowQueueEntryOf(w); ok {
-			e.pushEntryLocked(q)
-		}
-		e.bookLocked([]taskMove{{kind: WorkflowTask, workflowID: w.GetInfo().GetWorkflowId(), to: workflowSpot(w)}})
-		for _, t := range WorkflowTimersOf(w) {
-			e.timers.set(t)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	// Workflow timers have no record scan of their own: the timer index
-	// holds them, read once here.
-	all, err := tx.DueTimers(1 << 62)
-	if err != nil {
-		return err
-	}
-	for _, t := range all {
-		if t.Kind == UserTimer {
-			e.timers.set(t)
-		}
-	}
-	return nil
-}
-
-// eachWorkflow calls fn for every workflow record, a page at a time.
-func eachWorkflow(tx Tx, fn func(*durablev1.WorkflowRecord)) error {
-	const page = 1000
-	after := ""
-	for {
-		ws, err := tx.ListWorkflows(after, page)
-		if err != nil {
-			return err
-		}
-		for _, w := range ws {
-			fn(w)
-		}
-		if len(ws) < page {
-			return nil
-		}
-		after = ws[len(ws)-1].GetInfo().GetWorkflowId()
-	}
-}
 
 // takeDue pops up to max due entries of a queue. It returns them and the due
 // time of the first entry not yet due (zero when the queue is drained). The
@@ -120,5 +63,17 @@ func (e *Engine) takeDue(k queueKey, now time.Time, max int) ([]QueueEntry, time
 		heap.Pop(h)
 		out = append(out, top)
 	}
+	if h != nil {
+		h.shrink()
+	}
 	return out, time.Time{}
+}
+
+// shrink gives back the array of a heap that a burst of due tasks grew
+// and polls have since drained to a quarter of it: a slice never shrinks
+// by itself, and a million tasks leave 88 MB behind.
+func (h *entryHeap) shrink() {
+	if c := cap(*h); c > 1024 && len(*h) < c/4 {
+		*h = append(make(entryHeap, 0, 2*len(*h)), *h...)
+	}
 }

@@ -60,6 +60,11 @@ type Options struct {
 	// with, or nil when they are allowed (health checks follow it). It must
 	// not call RefuseWrites or AllowWrites.
 	WritesChangedFunc func(refused error)
+	// WaitWindow is how far ahead of now the engine keeps activity tasks
+	// and budget and workflow timers in memory; what is due later stays in
+	// the store until the window reaches it (horizon.go). Default
+	// DefaultWaitWindow.
+	WaitWindow time.Duration
 }
 
 // DefaultMaxWatchers is the default of Options.MaxWatchers: consoles and
@@ -85,6 +90,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxAttemptRecords <= 0 {
 		o.MaxAttemptRecords = 100
+	}
+	if o.WaitWindow <= 0 {
+		o.WaitWindow = DefaultWaitWindow
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -206,7 +206,7 @@ func (e *Engine) followOverride(activityType string) {
 				in := a.GetInfo()
 				if in.GetState() != stateDead {
 					for _, t := range e.timersOf(a) {
-						e.timers.set(t)
+						e.setTimerLocked(t)
 					}
 				}
 				if watched {

@@ -78,6 +78,20 @@ type Tx interface {
 	Queued(kind TaskKind, queue string, limit int) ([]QueueEntry, error)
 	// DueTimers returns up to limit timers, earliest first.
 	DueTimers(limit int) ([]Timer, error)
+	// QueuedIn calls fn for the entries of every queue of one kind that
+	// are due within r, queue by queue and within a queue in Queued's
+	// order, until fn returns false. It seeks to r in each queue rather
+	// than reading the entries before it.
+	QueuedIn(kind TaskKind, r TimeRange, fn func(QueueEntry) bool) error
+	// TimersIn calls fn for the timers due within r, earliest first, until
+	// fn returns false; it seeks to the start of r.
+	TimersIn(r TimeRange, fn func(Timer) bool) error
+	// ActivityCounts calls fn with how many activity records are in each
+	// state on each task queue (those with none are left out), until fn
+	// returns false. The store keeps the counts with the records. kept is
+	// false, and fn is not called, when it does not hold them whole (a
+	// read-only store of a data directory written by an older release).
+	ActivityCounts(fn func(taskQueue string, state durablev1.ActivityState, n int64) bool) (kept bool, err error)
 	// DeadLetters calls fn for each dead-lettered activity, oldest first,
 	// starting after the given cursor (nil: from the start), until fn returns
 	// false. It returns the cursor of the last record passed to fn.

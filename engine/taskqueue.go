@@ -15,10 +15,12 @@ import (
 // The engine keeps, per task queue, the books an operator needs to tell a
 // busy queue from a stuck one: the tasks queued in it with their due times,
 // the activity attempts leased out per worker, and the workers that poll it.
-// The first two are store state: rebuilt from the records at start and then
+// The first two are store state: rebuilt from the store at start and then
 // moved by every committed transition (the trackTx notes where each task
-// stood before and after it), like the counts of gauge.go. Pollers are not
-// stored: they start empty and are heard from again within a poll timeout.
+// stood before and after it), like the counts of gauge.go. The due times
+// are those of the tasks within the window of horizon.go; an activity task
+// beyond it is counted as later from the counts. Pollers are not stored:
+// they start empty and are heard from again within a poll timeout.
 
 const (
 	// pollerForgetAfter is how long a poller that is not parked stays
@@ -95,7 +97,9 @@ type pollerSeen struct {
 	last   time.Time
 }
 
-// bookLocked applies committed moves to the books.
+// bookLocked applies committed moves to the books. An activity task queued
+// beyond the window is not in them: it is counted as later from the
+// activity counts (queuedBeyondLocked).
 func (e *Engine) bookLocked(moves []taskMove) {
 	for _, m := range moves {
 		ref := taskRef{m.workflowID, m.activityID}
@@ -121,7 +125,7 @@ func (e *Engine) bookLocked(moves []taskMove) {
 				b = &queueBook{leases: map[string]int{}}
 				e.books[t.queue] = b
 			}
-			if t.queued {
+			if t.queued && keepEntry(m.kind, t.due, e.horizon) {
 				if b.queued[m.kind] == nil {
 					b.queued[m.kind] = map[taskRef]time.Time{}
 				}
@@ -181,8 +185,13 @@ func (e *Engine) leasesLocked(k pollerKey) int {
 }
 
 // ListTaskQueues returns the task queues as the engine sees them now. It
-// reads only memory: its cost is the tasks queued, not the store.
+// reads only memory (and the window's next stretch when it is time to move
+// it, see horizon.go): its cost is the tasks queued within the window, not
+// the store.
 func (e *Engine) ListTaskQueues(ctx context.Context, req *durablev1.ListTaskQueuesRequest) (*durablev1.ListTaskQueuesResponse, error) {
+	// Tasks that fell due beyond the window count as ready once it has
+	// moved on; should it fail to, they still count, as later.
+	_ = e.ensureHorizon()
 	now := e.now()
 	e.mu.Lock()
 	qs := e.taskQueuesLocked(now)
@@ -207,6 +216,11 @@ func (e *Engine) taskQueuesLocked(now time.Time) []*durablev1.TaskQueue {
 			Leases:        b.leases,
 		}
 	}
+	for name, n := range e.queuedBeyondLocked() {
+		b := books[name]
+		b.ActivitiesBeyond = n
+		books[name] = b
+	}
 	return SummarizeQueues(books, pollers, now)
 }
 
@@ -222,9 +236,12 @@ type PollerState struct {
 }
 
 // QueueBook is one queue's queued tasks (their due times, read once) and
-// leases per worker, as SummarizeQueues reads them.
+// leases per worker, as SummarizeQueues reads them. ActivitiesBeyond counts
+// the activity tasks queued beyond the engine's window, whose due times it
+// does not hold: all of them are later.
 type QueueBook struct {
 	WorkflowTasks, ActivityTasks iter.Seq[time.Time]
+	ActivitiesBeyond             int
 	Leases                       map[string]int
 }
 
@@ -263,6 +280,7 @@ func SummarizeQueues(books map[string]QueueBook, pollers []PollerState, now time
 		q := get(name)
 		q.WorkflowTasks = backlog(b.WorkflowTasks, now)
 		q.ActivityTasks = backlog(b.ActivityTasks, now)
+		q.ActivityTasks.Later += int64(b.ActivitiesBeyond)
 		for id, n := range b.Leases {
 			q.Leases = append(q.Leases, &durablev1.WorkerLeases{Identity: id, Activities: int64(n)})
 		}
@@ -351,6 +369,7 @@ func (e *Engine) queueShower() {
 		case <-e.closeCh:
 			return
 		}
+		_ = e.ensureHorizon() // as in ListTaskQueues
 		e.mu.Lock()
 		if len(e.watchers) > 0 {
 			now := e.now()

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -341,5 +342,25 @@ func TestAPollerThatHoldsLeasesIsNotForgotten(t *testing.T) {
 	}
 	if q.GetActivityTasks().GetStalled() || !q.GetWorkflowTasks().GetStalled() {
 		t.Fatalf("ten minutes on: %v, want workflow tasks stalled, activities not", q)
+	}
+}
+
+// TestSummarizeQueuesCountsTasksBeyondTheWindowAsLater: the activity tasks
+// the engine holds only as a count are later, beside the ones it holds,
+// and never make a queue stalled.
+func TestSummarizeQueuesCountsTasksBeyondTheWindowAsLater(t *testing.T) {
+	now := t0.Add(time.Hour)
+	books := map[string]engine.QueueBook{
+		"held":   {ActivityTasks: slices.Values([]time.Time{now, now.Add(time.Second)}), ActivitiesBeyond: 1000},
+		"beyond": {ActivitiesBeyond: 5},
+	}
+	qs := engine.SummarizeQueues(books, nil, now)
+	got := map[string]string{}
+	for _, q := range qs {
+		got[q.GetName()] = fmt.Sprintf("%d ready, %d later, stalled %v", q.GetActivityTasks().GetReady(), q.GetActivityTasks().GetLater(), q.GetStalled())
+	}
+	want := map[string]string{"held": "1 ready, 1001 later, stalled true", "beyond": "0 ready, 5 later, stalled false"}
+	if !maps.Equal(got, want) {
+		t.Errorf("queues = %v, want %v", got, want)
 	}
 }

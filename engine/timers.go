@@ -29,6 +29,10 @@ func (e *Engine) timerLoop() {
 		e.mu.Lock()
 		now := e.now()
 		next := e.nextTimerLocked()
+		// The window moves on in time even with no poll to move it.
+		if at := refillAt(e.horizon, e.opts.WaitWindow); next.IsZero() || at.Before(next) {
+			next = at
+		}
 		e.mu.Unlock()
 
 		var due <-chan time.Time
@@ -56,6 +60,9 @@ func (e *Engine) timerLoop() {
 // While writes are refused it fires nothing and returns the refusal: reads
 // and polls go on with the state as it is.
 func (e *Engine) fireDue() error {
+	if err := e.ensureHorizon(); err != nil {
+		return err
+	}
 	for {
 		if done, err := e.fireBatch(); done || err != nil {
 			return err

@@ -2,6 +2,7 @@ package badger
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -16,9 +17,80 @@ const backfillBatch = 1000
 // A data directory written before an index existed holds records without
 // its entries: the reads that use the index would never see them, and a
 // later write that keeps what the entry is derived from would not add it.
-// Open therefore backfills each index added since the first release, once
-// per start, before anything else uses the store: when nothing is missing
-// it costs a read of the table, as the engine's own start does.
+// Open therefore backfills each index added since the first release before
+// anything else uses the store, and then writes indexVersion under
+// keyIndexVersion: a directory that says it holds them whole is not read
+// again, so a start costs what the engine reads, not a read of every record.
+
+// indexVersion is the indexes a data directory holds whole once Open wrote
+// it: 1 is the state index, the running and closed workflow indexes and
+// the activity counts.
+const indexVersion = 1
+
+// backfillIndexes brings a data directory written by an older release up to
+// indexVersion.
+func (s *Store) backfillIndexes() error {
+	var v uint64
+	err := s.db.View(func(txn *badgerdb.Txn) error {
+		var err error
+		v, err = (&tx{txn: txn}).indexVersion()
+		return err
+	})
+	if err != nil || v >= indexVersion {
+		return err
+	}
+	for _, backfill := range []func() error{s.backfillStateIndex, s.backfillWorkflowIndexes, s.backfillActivityCounts} {
+		if err := backfill(); err != nil {
+			return err
+		}
+	}
+	return s.db.Update(func(txn *badgerdb.Txn) error {
+		return txn.Set(indexVersionKey(), binary.BigEndian.AppendUint64(nil, indexVersion))
+	})
+}
+
+// backfillActivityCounts counts every activity record by queue and state
+// and writes the counts (0x31), replacing any there.
+func (s *Store) backfillActivityCounts() error {
+	counts := map[string]int64{}
+	var stale [][]byte
+	err := s.db.View(func(txn *badgerdb.Txn) error {
+		t := &tx{txn: txn}
+		err := t.ScanActivities(func(a *durablev1.ActivityRecord) bool {
+			if k := countKeyOf(a); k != nil {
+				counts[string(k)]++
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		return t.eachKey([]byte{prefixActivityCount}, nil, func(k []byte) (bool, error) {
+			stale = append(stale, bytes.Clone(k))
+			return true, nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("backfill the activity counts: %w", err)
+	}
+	err = s.db.Update(func(txn *badgerdb.Txn) error {
+		for _, k := range stale {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		for k, n := range counts {
+			if err := txn.Set([]byte(k), encodeCounter(n)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("backfill the activity counts: %w", err)
+	}
+	return nil
+}
 
 // backfillStateIndex gives every activity record its state index entry
 // (0x13).

@@ -13,15 +13,20 @@ import (
 )
 
 // TestStore_OpenBackfillsTheStateIndex: activity records written before the
-// state index existed (here: written raw, without it) get their entries
-// when the store opens, more than one batch of them, and the indexes are
-// then exactly what the records imply.
+// state index and the activity counts existed (here: written raw, without
+// them, in a directory that says nothing of its indexes) get their entries
+// and their counts when the store opens, more than one batch of them, and
+// the indexes are then exactly what the records imply.
 func TestStore_OpenBackfillsTheStateIndex(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := openDir(t, dir)
 	const n = backfillBatch + 500
 	err := s.db.Update(func(txn *badgerdb.Txn) error {
+		// A data directory of an older release says nothing of its indexes.
+		if err := txn.Delete(indexVersionKey()); err != nil {
+			return err
+		}
 		for i := range n {
 			a := newActivity(fmt.Sprintf("wf-%04d", i), "1", retrying, time.Second, int64(i))
 			v, err := proto.Marshal(a)
@@ -58,6 +63,23 @@ func TestStore_OpenBackfillsTheStateIndex(t *testing.T) {
 		}
 		return got
 	}
+	counts := map[durablev1.ActivityState]int64{}
+	err = s.View(func(tx engine.Tx) error {
+		kept, err := tx.ActivityCounts(func(_ string, state durablev1.ActivityState, n int64) bool {
+			counts[state] += n
+			return true
+		})
+		if !kept && err == nil {
+			t.Error("after reopening, the store says it keeps no activity counts")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[retrying] != n || counts[deadLettered] != 1 || len(counts) != 2 {
+		t.Errorf("after reopening, the activity counts are %v, want %d retrying and 1 dead-lettered", counts, n)
+	}
 	if got := count(retrying); got != n {
 		t.Errorf("after reopening: %d retrying activities in the state index, want %d", got, n)
 	}
@@ -90,6 +112,9 @@ func TestStore_OpenBackfillsTheWorkflowIndexes(t *testing.T) {
 	s := openDir(t, dir)
 	const n = backfillBatch + 300
 	err := s.db.Update(func(txn *badgerdb.Txn) error {
+		if err := txn.Delete(indexVersionKey()); err != nil {
+			return err
+		}
 		put := func(w *durablev1.WorkflowRecord) error {
 			v, err := proto.Marshal(w)
 			if err != nil {

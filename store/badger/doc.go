@@ -8,8 +8,9 @@
 // IsDeadLetter: task queues ordered by due time, all timers ordered by due
 // time, dead letters ordered by when they were dead-lettered, pending
 // activities by state and type, and finished activities (kept with their
-// attempt trail for a retention) by when they finished. A write
-// replaces a record and its index entries in the same transaction, so the
+// attempt trail for a retention) by when they finished; and the number of
+// activities per task queue and state. A write replaces a record and its
+// index entries (and moves its counts) in the same transaction, so the
 // indexes never disagree with the records, also after a crash. The layout of
 // every key is in keys.go.
 //

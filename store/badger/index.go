@@ -126,6 +126,62 @@ func (t *tx) Queued(kind engine.TaskKind, queue string, limit int) ([]engine.Que
 	return out, nil
 }
 
+func (t *tx) QueuedIn(kind engine.TaskKind, r engine.TimeRange, fn func(engine.QueueEntry) bool) error {
+	prefix := append(newKey(prefixQueue, 1), byte(kind))
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	// Each queue is a range sorted by due time: seek to the start of r in
+	// it, read to the end of r, then seek past the queue's last entry (no
+	// due time encodes with a first byte of 0xff) to the next queue.
+	it.Seek(prefix)
+	for it.Valid() {
+		e, err := decodeQueueKey(it.Item().Key())
+		if err != nil {
+			return err
+		}
+		qp := queuePrefix(kind, e.Queue)
+		if !r.From.IsZero() && e.Due.Before(r.From) {
+			it.Seek(appendTime(qp, r.From))
+			if !it.Valid() || !bytes.HasPrefix(it.Item().Key(), qp) {
+				it.Seek(append(qp, 0xff))
+				continue
+			}
+		}
+		for ; it.Valid() && bytes.HasPrefix(it.Item().Key(), qp); it.Next() {
+			e, err := decodeQueueKey(it.Item().Key())
+			if err != nil {
+				return err
+			}
+			if !r.Before.IsZero() && !e.Due.Before(r.Before) {
+				break
+			}
+			if !fn(e) {
+				return nil
+			}
+		}
+		it.Seek(append(qp, 0xff))
+	}
+	return nil
+}
+
+func (t *tx) TimersIn(r engine.TimeRange, fn func(engine.Timer) bool) error {
+	prefix := []byte{prefixTimerIndex}
+	seek := prefix
+	if !r.From.IsZero() {
+		seek = appendTime(newKey(prefixTimerIndex, 8), r.From)
+	}
+	return t.eachKey(prefix, seek, func(k []byte) (bool, error) {
+		tm, err := decodeTimerIndexKey(k)
+		if err != nil {
+			return false, err
+		}
+		if !r.Before.IsZero() && !tm.Due.Before(r.Before) {
+			return false, nil
+		}
+		return fn(tm), nil
+	})
+}
+
 func (t *tx) DueTimers(limit int) ([]engine.Timer, error) {
 	if limit <= 0 {
 		return nil, nil

@@ -79,6 +79,18 @@ const (
 	// keyCounter: 0x30, the whole key → the engine's id sequence as i64
 	// (plain big-endian two's complement, 8 bytes).
 	prefixCounter byte = 0x30
+	// prefixActivityCount: 0x31 | state:u8 | task_queue:rest → how many
+	// activity records are in that state on that queue, as i64 (plain
+	// big-endian two's complement, 8 bytes, like the counter). PutActivity
+	// and DeleteActivity keep it with the records, so the engine starts
+	// from these few keys rather than from every record. A count that
+	// falls to zero is deleted.
+	prefixActivityCount byte = 0x31
+	// keyIndexVersion: 0x32, the whole key → u64 (big-endian): the indexes
+	// this data directory is known to hold whole. Below indexVersion, Open
+	// backfills what is missing (backfill.go) and then writes it, so later
+	// starts read none of the records for it.
+	prefixIndexVersion byte = 0x32
 
 	// prefixAudit: 0x40 | time:t64 | id:i64 → AuditRecord.
 	// Oldest first in key order; the audit log is read newest first with a
@@ -360,6 +372,23 @@ func policyOverrideKey(activityType, taskQueue string) []byte {
 }
 
 func counterKey() []byte { return []byte{prefixCounter} }
+
+func activityCountKey(state durablev1.ActivityState, taskQueue string) []byte {
+	return append(append(newKey(prefixActivityCount, 1+len(taskQueue)), byte(state)), taskQueue...)
+}
+
+func decodeActivityCountKey(k []byte) (durablev1.ActivityState, string, error) {
+	r := keyReader{b: k}
+	r.expect(prefixActivityCount)
+	state := durablev1.ActivityState(r.u8())
+	queue := r.rest()
+	if r.err != nil {
+		return 0, "", fmt.Errorf("activity count key %x: %w", k, r.err)
+	}
+	return state, queue, nil
+}
+
+func indexVersionKey() []byte { return []byte{prefixIndexVersion} }
 
 func auditKey(t time.Time, id int64) []byte {
 	return appendI64(appendTime(newKey(prefixAudit, 16), t), id)

@@ -92,6 +92,27 @@ func TestActivityStateKey_RoundTrip(t *testing.T) {
 	}
 }
 
+func TestActivityCountKey_RoundTrip(t *testing.T) {
+	t.Parallel()
+	k := activityCountKey(durablev1.ActivityState_ACTIVITY_STATE_RETRYING, "q/1")
+	state, queue, err := decodeActivityCountKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state != durablev1.ActivityState_ACTIVITY_STATE_RETRYING || queue != "q/1" {
+		t.Errorf("decoded %v %q, want RETRYING \"q/1\"", state, queue)
+	}
+	// One state's counts are a contiguous range, by queue.
+	a := activityCountKey(durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, "zz")
+	b := activityCountKey(durablev1.ActivityState_ACTIVITY_STATE_STARTED, "a")
+	if bytes.Compare(a, b) >= 0 {
+		t.Errorf("a count of a later state sorts first: %x ≥ %x", a, b)
+	}
+	if _, _, err := decodeActivityCountKey(counterKey()); err == nil {
+		t.Error("decoded the counter's key as a count key")
+	}
+}
+
 func TestFinishedKeys_RoundTrip(t *testing.T) {
 	t.Parallel()
 	got, err := decodeFinishedTimeKey(finishedTimeKey(keyT0, "wf-1", "act/2"))

@@ -108,11 +108,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	// ListActivities, and workflows without their running or closed index
 	// entry out of a Watch snapshot, until a read-write start adds them.
 	if !opts.ReadOnly {
-		for _, backfill := range []func() error{s.backfillStateIndex, s.backfillWorkflowIndexes} {
-			if err := backfill(); err != nil {
-				db.Close()
-				return nil, err
-			}
+		if err := s.backfillIndexes(); err != nil {
+			db.Close()
+			return nil, err
 		}
 	}
 	if opts.InMemory {
@@ -151,7 +149,10 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 		var t *tx
 		err = s.db.Update(func(txn *badgerdb.Txn) error {
 			t = &tx{txn: txn, maxRecord: s.maxRecord}
-			return fn(t)
+			if err := fn(t); err != nil {
+				return err
+			}
+			return t.flushCounts()
 		})
 		if err == nil && s.wrote != nil {
 			s.wrote(t.written)

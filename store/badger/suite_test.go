@@ -3,6 +3,7 @@ package badger
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -57,6 +58,9 @@ func runStoreSuite(t *testing.T, open func(t *testing.T) engine.Store, reopen fu
 		{"FinishedDeleteBefore", testFinishedDeleteBefore},
 		{"WorkflowStatusIndexesFollowTheRecord", testWorkflowStatusIndexesFollowTheRecord},
 		{"ClosedWorkflowsWindow", testClosedWorkflowsWindow},
+		{"ActivityCountsFollowTheRecords", testActivityCountsFollowTheRecords},
+		{"QueuedInSeeksEveryQueue", testQueuedInSeeksEveryQueue},
+		{"TimersInRange", testTimersInRange},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -229,11 +233,14 @@ func wantNotFound(t *testing.T, what string, err error) {
 }
 
 // checkIndexes compares every index entry in s with the entries its records
-// imply: nothing missing, nothing left over.
+// imply: nothing missing, nothing left over; and the activity counts with
+// the records.
 func checkIndexes(t *testing.T, s *Store) {
 	t.Helper()
 	want := map[string]bool{}
 	got := map[string]bool{}
+	wantCounts := map[string]int64{}
+	gotCounts := map[string]int64{}
 	err := s.db.View(func(txn *badgerdb.Txn) error {
 		it := txn.NewIterator(badgerdb.DefaultIteratorOptions)
 		defer it.Close()
@@ -247,6 +254,12 @@ func checkIndexes(t *testing.T, s *Store) {
 				prefixWorkflowClosed, prefixWorkflowRunning:
 				got[string(k)] = true
 				continue
+			case prefixActivityCount:
+				err = item.Value(func(v []byte) error {
+					var err error
+					gotCounts[string(k)], err = decodeCounter(v)
+					return err
+				})
 			case prefixFinished:
 				f := new(durablev1.FinishedActivity)
 				err = item.Value(func(v []byte) error { return proto.Unmarshal(v, f) })
@@ -260,6 +273,9 @@ func checkIndexes(t *testing.T, s *Store) {
 				a := new(durablev1.ActivityRecord)
 				err = item.Value(func(v []byte) error { return proto.Unmarshal(v, a) })
 				keys = activityIndexKeys(a)
+				if ck := countKeyOf(a); ck != nil {
+					wantCounts[string(ck)]++
+				}
 			case prefixTimer:
 				r := new(durablev1.TimerRecord)
 				err = item.Value(func(v []byte) error { return proto.Unmarshal(v, r) })
@@ -286,5 +302,8 @@ func checkIndexes(t *testing.T, s *Store) {
 		if !want[k] {
 			t.Errorf("index entry %x left over", []byte(k))
 		}
+	}
+	if !maps.Equal(gotCounts, wantCounts) {
+		t.Errorf("activity counts %v, the records imply %v", gotCounts, wantCounts)
 	}
 }

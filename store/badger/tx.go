@@ -2,6 +2,7 @@ package badger
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -21,6 +22,11 @@ type tx struct {
 	maxRecord int
 	// written counts the bytes of the records put (Options.WroteFunc).
 	written int
+	// counts holds the moves of the activity counts not yet written, by
+	// count key: a batch of transitions moves the same few counts many
+	// times, so they are written once, when the transaction ends
+	// (flushCounts).
+	counts map[countRef]int64
 }
 
 var _ engine.Tx = (*tx)(nil)
@@ -217,11 +223,138 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 		oldIdx = activityIndexKeys(old)
 	case !errors.Is(err, engine.ErrNotFound):
 		return fmt.Errorf("activity %s/%s: %w", wf, id, err)
+	default:
+		old = nil
 	}
 	if err := t.put(key, a); err != nil {
 		return fmt.Errorf("put activity %s/%s: %w", wf, id, err)
 	}
+	t.moveCount(old, a)
 	return t.replaceIndex(oldIdx, activityIndexKeys(a))
+}
+
+// moveCount moves an activity from the count of its old record's queue and
+// state (none when old is nil) to that of its new one (none when next is
+// nil).
+func (t *tx) moveCount(old, next *durablev1.ActivityRecord) {
+	from, to := countRefOf(old), countRefOf(next)
+	if from == to {
+		return
+	}
+	if t.counts == nil {
+		t.counts = map[countRef]int64{}
+	}
+	if from.state != 0 {
+		t.counts[from]--
+	}
+	if to.state != 0 {
+		t.counts[to]++
+	}
+}
+
+// countRef names one activity count: a task queue and a state.
+type countRef struct {
+	queue string
+	state durablev1.ActivityState
+}
+
+func countRefOf(a *durablev1.ActivityRecord) countRef {
+	if a == nil {
+		return countRef{}
+	}
+	return countRef{queue: a.GetInfo().GetTaskQueue(), state: a.GetInfo().GetState()}
+}
+
+// countKeyOf is the key of the count an activity record is in; nil for
+// none.
+func countKeyOf(a *durablev1.ActivityRecord) []byte {
+	r := countRefOf(a)
+	if r.state == 0 {
+		return nil
+	}
+	return activityCountKey(r.state, r.queue)
+}
+
+// flushCounts writes the moves of the activity counts noted so far.
+func (t *tx) flushCounts() error {
+	for r, delta := range t.counts {
+		if delta == 0 {
+			continue
+		}
+		key := activityCountKey(r.state, r.queue)
+		n, err := t.count(key)
+		if err != nil {
+			return err
+		}
+		if n += delta; n <= 0 {
+			err = t.txn.Delete(key)
+		} else {
+			err = t.txn.Set(key, encodeCounter(n))
+		}
+		if err != nil {
+			return fmt.Errorf("activity count %x: %w", key, err)
+		}
+	}
+	clear(t.counts)
+	return nil
+}
+
+func (t *tx) count(key []byte) (int64, error) {
+	item, err := t.txn.Get(key)
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("activity count %x: %w", key, err)
+	}
+	var n int64
+	err = item.Value(func(v []byte) error {
+		n, err = decodeCounter(v)
+		return err
+	})
+	return n, err
+}
+
+func (t *tx) ActivityCounts(fn func(taskQueue string, state durablev1.ActivityState, n int64) bool) (bool, error) {
+	if v, err := t.indexVersion(); err != nil || v < indexVersion {
+		return false, err
+	}
+	if err := t.flushCounts(); err != nil {
+		return false, err
+	}
+	err := t.each([]byte{prefixActivityCount}, func(k, v []byte) (bool, error) {
+		state, queue, err := decodeActivityCountKey(k)
+		if err != nil {
+			return false, err
+		}
+		n, err := decodeCounter(v)
+		if err != nil {
+			return false, err
+		}
+		return fn(queue, state, n), nil
+	})
+	return err == nil, err
+}
+
+// indexVersion is what the data directory says of its indexes (0 when it
+// says nothing: written before keyIndexVersion existed).
+func (t *tx) indexVersion() (uint64, error) {
+	item, err := t.txn.Get(indexVersionKey())
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("index version: %w", err)
+	}
+	var v uint64
+	err = item.Value(func(b []byte) error {
+		if len(b) != 8 {
+			return fmt.Errorf("index version of %d bytes: %w", len(b), errCorrupt)
+		}
+		v = binary.BigEndian.Uint64(b)
+		return nil
+	})
+	return v, err
 }
 
 func (t *tx) DeleteActivity(workflowID, activityID string) error {
@@ -232,6 +365,7 @@ func (t *tx) DeleteActivity(workflowID, activityID string) error {
 	if err := t.txn.Delete(activityKey(workflowID, activityID)); err != nil {
 		return fmt.Errorf("delete activity %s/%s: %w", workflowID, activityID, err)
 	}
+	t.moveCount(old, nil)
 	return t.replaceIndex(activityIndexKeys(old), nil)
 }
 

@@ -138,7 +138,7 @@ func (m Model) detailLines(a *durablev1.PendingActivity) []string {
 	}
 	field("queue", queue)
 	mark := m.overrideMarks(a)
-	in := optionsInForce(a)
+	in := activity.OptionsInForce(a)
 	field("retry policy", policyLine(in.GetRetryPolicy(), a.GetMaxAttempts(), mark))
 	field("timeouts", timeoutsLine(in, mark))
 	if fin == nil {
@@ -255,12 +255,6 @@ func finishedWord(outcome string) string {
 		return "its workflow closed"
 	}
 	return outcome
-}
-
-// optionsInForce are the options the activity's next decision uses, as the
-// daemon reports them; its code's options from a daemon that does not.
-func optionsInForce(a *durablev1.PendingActivity) *durablev1.ActivityOptions {
-	return activity.OptionsInForce(a)
 }
 
 // overrideMarks returns what to write after each field of the policy in

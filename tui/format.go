@@ -17,11 +17,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// noWorkerAfter is how long a due activity may sit in its queue before the
-// console blames the absence of a polling worker rather than normal hand-off:
-// the same wait as the nopoller word of a selection.
-const noWorkerAfter = client.NoPollerAfter
-
 func stateName(s durablev1.ActivityState) string {
 	switch s {
 	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED:

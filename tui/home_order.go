@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"time"
 
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -11,7 +12,7 @@ import (
 // carries the urgency it was placed with, so the sorted set's order is a
 // fixed total order; a row that becomes overdue with no event (its due time
 // passes and nobody takes it) is re-placed when the clock passes
-// overdueFrom, found through a heap of those moments rather than a scan.
+// client.OverdueFrom, found through a heap of those moments rather than a scan.
 type homeOrder struct {
 	key      sortKey
 	hideDead bool
@@ -54,7 +55,7 @@ func (h *homeOrder) place(key string, a *durablev1.PendingActivity) {
 	if u == urgencyOverdue {
 		return
 	}
-	if at, ok := overdueFrom(a); ok {
+	if at, ok := client.OverdueFrom(a); ok {
 		heap.Push(&h.pending, promotion{at: at, key: key, a: a})
 	}
 }
@@ -91,7 +92,7 @@ func (h *homeOrder) compact(set *sortedSet[*durablev1.PendingActivity]) {
 		if h.rank[a] == urgencyOverdue {
 			continue
 		}
-		if at, ok := overdueFrom(a); ok {
+		if at, ok := client.OverdueFrom(a); ok {
 			h.pending = append(h.pending, promotion{at: at, key: key, a: a})
 		}
 	}

@@ -133,7 +133,7 @@ func overrideWords(o *overrideAsk) string {
 // result is the patch over the code's options (activity.ApplyPatch, the one
 // meaning of a patch), compared with what is in force now.
 func overrideChanges(a *durablev1.PendingActivity, p *durablev1.OptionsPatch) []string {
-	before := optionsInForce(a)
+	before := activity.OptionsInForce(a)
 	after, _ := activity.ApplyPatch(a.GetOptions(), p)
 	var out []string
 	for _, f := range overrideFields {

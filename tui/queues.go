@@ -104,7 +104,7 @@ func (s *state) trackWorkflowTask(w *durablev1.WorkflowInfo) {
 }
 
 // deriveWorkflowTask puts, replaces or removes w's row: shown once its task
-// has waited more than noWorkerAfter on a queue without a poller for it
+// has waited more than client.NoPollerAfter on a queue without a poller for it
 // (client.WorkflowWait says which), as of the home view's clock.
 func (s *state) deriveWorkflowTask(w *durablev1.WorkflowInfo) {
 	id := w.GetWorkflowId()
@@ -118,7 +118,7 @@ func (s *state) deriveWorkflowTask(w *durablev1.WorkflowInfo) {
 		}
 		return
 	}
-	if from := wait.Since.Add(noWorkerAfter); !s.attempts.home.now.After(from) {
+	if from := wait.Since.Add(client.NoPollerAfter); !s.attempts.home.now.After(from) {
 		if old != nil {
 			delete(s.wfTasks.rows, id)
 			s.attempts.put(key, old, nil, s.now)

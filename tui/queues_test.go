@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -49,7 +50,7 @@ func TestStalledWorkflowTaskShowsOnlyAfterTheGraceAndRanksOverdue(t *testing.T) 
 	if hasRow(m, "order-2001/") {
 		t.Fatalf("a workflow task waiting 1s has a row: %v", homeRows(m))
 	}
-	next, _ := m.Update(tickMsg{now: t0.Add(noWorkerAfter)})
+	next, _ := m.Update(tickMsg{now: t0.Add(client.NoPollerAfter)})
 	m = next.(Model)
 	rows := homeRows(m)
 	if len(rows) < 2 || rows[0] != "order-1002/1" || rows[1] != "order-2001/" {

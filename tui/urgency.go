@@ -13,7 +13,7 @@ type urgency int
 
 const (
 	// urgencyOverdue is work that should be happening and is not: due and
-	// not handed out for longer than noWorkerAfter, or running past its
+	// not handed out for longer than client.NoPollerAfter, or running past its
 	// lease deadline.
 	urgencyOverdue urgency = iota
 	// urgencyDead is a dead letter: nothing happens until someone acts.
@@ -26,22 +26,8 @@ const (
 	urgencyScheduled
 )
 
-// overdueFrom is when a becomes overdue: its due time plus noWorkerAfter
-// while it waits in its queue, its lease deadline while it runs. ok is false
-// when nothing about a can become overdue (a dead letter, a lease without a
-// deadline).
-func overdueFrom(a *durablev1.PendingActivity) (at time.Time, ok bool) {
-	return client.OverdueFrom(a)
-}
-
-// dueTime is when a waiting activity may be handed out: its next attempt,
-// or for a first attempt without one, when it was scheduled.
-func dueTime(a *durablev1.PendingActivity) (time.Time, bool) {
-	return client.DueTime(a)
-}
-
 // urgencyOf ranks a at now. An activity only ever moves up to overdue as
-// time passes, at overdueFrom, and the home view moves it then. A stalled
+// time passes, at client.OverdueFrom, and the home view moves it then. A stalled
 // workflow task is overdue: its row is shown only once its wait passed the
 // grace on a queue nobody polls (queues.go).
 func urgencyOf(a *durablev1.PendingActivity, now time.Time) urgency {
@@ -51,7 +37,7 @@ func urgencyOf(a *durablev1.PendingActivity, now time.Time) urgency {
 	if isDead(a) {
 		return urgencyDead
 	}
-	if at, ok := overdueFrom(a); ok && now.After(at) {
+	if at, ok := client.OverdueFrom(a); ok && now.After(at) {
 		return urgencyOverdue
 	}
 	switch a.GetState() {
@@ -157,7 +143,7 @@ func rankedLess(k sortKey, x, y ranked) bool {
 func nextDue(a *durablev1.PendingActivity) (time.Time, bool) {
 	switch a.GetState() {
 	case durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED, durablev1.ActivityState_ACTIVITY_STATE_RETRYING:
-		return dueTime(a)
+		return client.DueTime(a)
 	case durablev1.ActivityState_ACTIVITY_STATE_STARTED:
 		if d := a.GetLeaseDeadline(); d != nil {
 			return d.AsTime(), true

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -124,7 +125,7 @@ func TestHomeOrderUnderEverySortKey(t *testing.T) {
 }
 
 // TestRowsBecomeOverdueAsTheClockMoves: a row due in a second, which no
-// worker takes, rises to the top once noWorkerAfter has passed, with no event.
+// worker takes, rises to the top once client.NoPollerAfter has passed, with no event.
 func TestRowsBecomeOverdueAsTheClockMoves(t *testing.T) {
 	t.Parallel()
 	s := newState()
@@ -137,11 +138,11 @@ func TestRowsBecomeOverdueAsTheClockMoves(t *testing.T) {
 	if first := s.attempts.set.At(0).GetWorkflowId(); first != "a-retry" {
 		t.Fatalf("at t0 the first row is %s, want a-retry", first)
 	}
-	s.advance(t0.Add(time.Second + noWorkerAfter))
+	s.advance(t0.Add(time.Second + client.NoPollerAfter))
 	if first := s.attempts.set.At(0).GetWorkflowId(); first != "a-retry" {
 		t.Fatalf("at the grace's end the first row is %s, want a-retry", first)
 	}
-	s.advance(t0.Add(time.Second + noWorkerAfter + time.Millisecond))
+	s.advance(t0.Add(time.Second + client.NoPollerAfter + time.Millisecond))
 	if first := s.attempts.set.At(0).GetWorkflowId(); first != "z-late" {
 		t.Fatalf("past the grace the first row is %s, want z-late", first)
 	}

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -25,61 +23,20 @@ import (
 //	go build -o bin/ ./cmd/durabled ./cmd/wf ./cmd/wfui ./demo
 //	DURABLE_BIN_DIR=$PWD/bin go test ./cmd/wfui -run EndToEnd -v
 func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed")
-	}
-	if testing.Short() {
-		t.Skip("builds and runs four binaries; skipped with -short")
-	}
-	bin := binaries(t)
+	e := newE2E(t, "e2e")
 	for _, b := range []string{"durabled", "demo", "wf", "wfui"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+		if _, err := os.Stat(filepath.Join(e.bin, b)); err != nil {
 			t.Fatalf("binary %s missing: %v", b, err)
 		}
 	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	env := append(os.Environ(), "DURABLE_ADDR="+addr)
-
-	start := func(name string, args ...string) *exec.Cmd {
-		cmd := exec.Command(filepath.Join(bin, name), args...)
-		cmd.Env = env
-		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano())))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			log.Close()
-			if t.Failed() {
-				b, _ := os.ReadFile(log.Name())
-				if len(b) > 4000 {
-					b = b[len(b)-4000:]
-				}
-				t.Logf("%s (the end of its log):\n%s", name, b)
-			}
-		})
-		return cmd
-	}
-	wf := func(args ...string) (string, error) {
-		cmd := exec.Command(filepath.Join(bin, "wf"), args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
 	run := func(args ...string) string {
-		out, _ := wf(args...)
+		out, _ := e.wf(args...)
 		return out
 	}
 
-	start("durabled", "--listen", addr, "--data", filepath.Join(dir, "data"))
+	e.daemon()
 	waitUntil(t, 20*time.Second, "the workflow starts", func() bool {
-		out, err := wf("start", "FlakyDemo", "--id", "e2e-1", "--input", `{"activities":3,"fail_rate":0.5,"max_attempts":20}`)
+		out, err := e.wf("start", "FlakyDemo", "--id", "e2e-1", "--input", `{"activities":3,"fail_rate":0.5,"max_attempts":20}`)
 		if err != nil {
 			t.Logf("wf start: %v: %s", err, out)
 		}
@@ -89,31 +46,16 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 	// screen can be read twice on a loaded machine; an override of a few
 	// seconds keeps each countdown on screen long enough to be seen going
 	// down, and five attempts still dead-letter every activity in seconds.
-	if out, err := wf("policy", "set", "FlakyStep", "--initial", "4s", "--max-interval", "4s",
+	if out, err := e.wf("policy", "set", "FlakyStep", "--initial", "4s", "--max-interval", "4s",
 		"--max-attempts", "5", "--reason", "e2e: countdowns a screen can follow"); err != nil {
 		t.Fatalf("wf policy set: %v: %s", err, out)
 	}
 	// The worker starts once the daemon answers: it does not outlive a failed dial.
-	outage := start("demo", "worker", "--addr", addr, "--outage", "--sink-dir", filepath.Join(dir, "sink"))
+	outage := e.start("demo", "worker", "--addr", e.addr, "--outage", "--sink-dir", filepath.Join(e.dir, "sink"))
 
-	session := fmt.Sprintf("wfui-e2e-%d", os.Getpid())
-	tmux := func(args ...string) string {
-		out, err := exec.Command("tmux", args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %v: %v: %s", args, err, out)
-		}
-		return string(out)
-	}
-	tmux("new-session", "-d", "-s", session, "-x", "132", "-y", "43",
-		// A slow rate, so that the progress is on screen for a while.
-		filepath.Join(bin, "wfui")+" --addr "+addr+" --redrive-rate 1")
-	t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", session).Run() })
-	screen := func() string { return tmux("capture-pane", "-p", "-t", session) }
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("last screen:\n%s", screen())
-		}
-	})
+	// A slow rate, so that the progress is on screen for a while.
+	e.console("--redrive-rate", "1")
+	screen := e.screen
 
 	// A retry countdown is visible and goes down.
 	seen := map[string]float64{}
@@ -129,24 +71,24 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 	})
 
 	// Every activity dead-letters during the outage.
-	tmux("send-keys", "-t", session, "2")
+	e.keys("2")
 	waitUntil(t, 90*time.Second, "dead letters", func() bool {
 		return strings.Contains(screen(), "dead letters (3)")
 	})
 
 	// The outage ends: the workflow's own policy is back (20 attempts, 50 ms
 	// backoff), a healthy worker takes over, and the letters are redriven.
-	if out, err := wf("policy", "clear", "FlakyStep", "--reason", "e2e: outage over"); err != nil {
+	if out, err := e.wf("policy", "clear", "FlakyStep", "--reason", "e2e: outage over"); err != nil {
 		t.Fatalf("wf policy clear: %v: %s", err, out)
 	}
 	// The healthy worker takes the sink's lock, which the outage worker
 	// holds until it is gone: SIGKILL, then wait for the exit.
 	_ = outage.Process.Kill()
 	_, _ = outage.Process.Wait()
-	start("demo", "worker", "--addr", addr, "--sink-dir", filepath.Join(dir, "sink"))
-	tmux("send-keys", "-t", session, "R")
+	e.start("demo", "worker", "--addr", e.addr, "--sink-dir", filepath.Join(e.dir, "sink"))
+	e.keys("R")
 	waitUntil(t, 10*time.Second, "the confirmation", func() bool { return strings.Contains(screen(), "Redrive 3 dead letters?") })
-	tmux("send-keys", "-t", session, "y")
+	e.keys("y")
 	// One bulk call: the daemon answers at once with the operation it
 	// started and releases the letters on its own; the console shows the
 	// progress it pushes, then how it ended.
@@ -165,15 +107,15 @@ func TestConsoleRedrivesAnOutageEndToEnd(t *testing.T) {
 	}
 
 	// The audit view has the redrive as one record.
-	tmux("send-keys", "-t", session, "4")
+	e.keys("4")
 	waitUntil(t, 10*time.Second, "the audit record", func() bool {
 		return auditRow.MatchString(screen())
 	})
-	tmux("send-keys", "-t", session, "5")
+	e.keys("5")
 	waitUntil(t, 10*time.Second, "the operation in the operations view", func() bool {
 		return opRow.MatchString(screen())
 	})
-	tmux("send-keys", "-t", session, "q")
+	e.keys("q")
 }
 
 // progressRow matches the status line of the console's running redrive.

@@ -148,7 +148,7 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 	for range maxConflictAttempts {
 		var t *tx
 		err = s.db.Update(func(txn *badgerdb.Txn) error {
-			t = &tx{txn: txn, maxRecord: s.maxRecord}
+			t = &tx{txn: txn, maxRecord: s.maxRecord, update: true}
 			if err := fn(t); err != nil {
 				return err
 			}

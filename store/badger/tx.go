@@ -20,6 +20,10 @@ import (
 type tx struct {
 	txn       *badgerdb.Txn
 	maxRecord int
+	// update is set in a read-write transaction, where records remembers
+	// what was read and written (known.go).
+	update  bool
+	records map[string]knownRecord
 	// written counts the bytes of the records put (Options.WroteFunc).
 	written int
 	// counts holds the moves of the activity counts not yet written, by
@@ -95,9 +99,16 @@ func (t *tx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
 	if err := checkPart("workflow_id", id); err != nil {
 		return nil, err
 	}
+	key := workflowKey(id)
 	w := new(durablev1.WorkflowRecord)
-	if err := t.get(workflowKey(id), w); err != nil {
+	if err := t.get(key, w); err != nil {
+		if errors.Is(err, engine.ErrNotFound) {
+			t.remember(key, knownRecord{})
+		}
 		return nil, fmt.Errorf("workflow %q: %w", id, err)
+	}
+	if _, ok := t.known(key); !ok {
+		t.remember(key, knownRecord{exists: true, index: workflowIndexKeys(w)})
 	}
 	return w, nil
 }
@@ -108,18 +119,39 @@ func (t *tx) PutWorkflow(w *durablev1.WorkflowRecord) error {
 		return err
 	}
 	key := workflowKey(id)
-	var oldIdx [][]byte
-	old := new(durablev1.WorkflowRecord)
-	switch err := t.get(key, old); {
-	case err == nil:
-		oldIdx = workflowIndexKeys(old)
-	case !errors.Is(err, engine.ErrNotFound):
-		return fmt.Errorf("workflow %q: %w", id, err)
+	old, err := t.knownWorkflow(id, key)
+	if err != nil {
+		return err
 	}
+	idx := workflowIndexKeys(w)
 	if err := t.put(key, w); err != nil {
+		t.forget(key)
 		return fmt.Errorf("put workflow %q: %w", id, err)
 	}
-	return t.replaceIndex(oldIdx, workflowIndexKeys(w))
+	if err := t.replaceIndex(old.index, idx); err != nil {
+		t.forget(key)
+		return err
+	}
+	t.remember(key, knownRecord{exists: true, index: idx})
+	return nil
+}
+
+// knownWorkflow is knownActivity for a workflow.
+func (t *tx) knownWorkflow(id string, key []byte) (knownRecord, error) {
+	if k, ok := t.known(key); ok {
+		return k, nil
+	}
+	w, err := t.GetWorkflow(id)
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return knownRecord{}, nil
+	case err != nil:
+		return knownRecord{}, err
+	}
+	if k, ok := t.known(key); ok {
+		return k, nil
+	}
+	return knownRecord{exists: true, index: workflowIndexKeys(w)}, nil
 }
 
 func (t *tx) ListWorkflows(after string, limit int) ([]*durablev1.WorkflowRecord, error) {
@@ -202,11 +234,41 @@ func (t *tx) GetActivity(workflowID, activityID string) (*durablev1.ActivityReco
 	if err := firstErr(checkPart("workflow_id", workflowID), checkPart("activity_id", activityID)); err != nil {
 		return nil, err
 	}
+	key := activityKey(workflowID, activityID)
 	a := new(durablev1.ActivityRecord)
-	if err := t.get(activityKey(workflowID, activityID), a); err != nil {
+	if err := t.get(key, a); err != nil {
+		if errors.Is(err, engine.ErrNotFound) {
+			t.remember(key, knownRecord{})
+		}
 		return nil, fmt.Errorf("activity %s/%s: %w", workflowID, activityID, err)
 	}
+	if _, ok := t.known(key); !ok {
+		t.remember(key, knownActivityOf(a))
+	}
 	return a, nil
+}
+
+// knownActivity returns what the transaction knows of an activity, reading
+// it when it knows nothing yet.
+func (t *tx) knownActivity(workflowID, activityID string, key []byte) (knownRecord, error) {
+	if k, ok := t.known(key); ok {
+		return k, nil
+	}
+	a, err := t.GetActivity(workflowID, activityID)
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return knownRecord{}, nil
+	case err != nil:
+		return knownRecord{}, err
+	}
+	if k, ok := t.known(key); ok {
+		return k, nil
+	}
+	return knownActivityOf(a), nil // a view remembers nothing
+}
+
+func knownActivityOf(a *durablev1.ActivityRecord) knownRecord {
+	return knownRecord{exists: true, index: activityIndexKeys(a), count: countRefOf(a)}
 }
 
 func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
@@ -216,28 +278,27 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 		return err
 	}
 	key := activityKey(wf, id)
-	var oldIdx [][]byte
-	old := new(durablev1.ActivityRecord)
-	switch err := t.get(key, old); {
-	case err == nil:
-		oldIdx = activityIndexKeys(old)
-	case !errors.Is(err, engine.ErrNotFound):
-		return fmt.Errorf("activity %s/%s: %w", wf, id, err)
-	default:
-		old = nil
+	old, err := t.knownActivity(wf, id, key)
+	if err != nil {
+		return err
 	}
+	next := knownActivityOf(a)
 	if err := t.put(key, a); err != nil {
+		t.forget(key)
 		return fmt.Errorf("put activity %s/%s: %w", wf, id, err)
 	}
-	t.moveCount(old, a)
-	return t.replaceIndex(oldIdx, activityIndexKeys(a))
+	if err := t.replaceIndex(old.index, next.index); err != nil {
+		t.forget(key)
+		return err
+	}
+	t.moveCount(old.count, next.count)
+	t.remember(key, next)
+	return nil
 }
 
-// moveCount moves an activity from the count of its old record's queue and
-// state (none when old is nil) to that of its new one (none when next is
-// nil).
-func (t *tx) moveCount(old, next *durablev1.ActivityRecord) {
-	from, to := countRefOf(old), countRefOf(next)
+// moveCount moves an activity from one count to another; the zero countRef
+// on either side is none (a new or deleted record).
+func (t *tx) moveCount(from, to countRef) {
 	if from == to {
 		return
 	}
@@ -358,15 +419,25 @@ func (t *tx) indexVersion() (uint64, error) {
 }
 
 func (t *tx) DeleteActivity(workflowID, activityID string) error {
-	old, err := t.GetActivity(workflowID, activityID)
+	key := activityKey(workflowID, activityID)
+	old, err := t.knownActivity(workflowID, activityID, key)
 	if err != nil {
 		return err
 	}
-	if err := t.txn.Delete(activityKey(workflowID, activityID)); err != nil {
+	if !old.exists {
+		return fmt.Errorf("activity %s/%s: %w", workflowID, activityID, engine.ErrNotFound)
+	}
+	if err := t.txn.Delete(key); err != nil {
+		t.forget(key)
 		return fmt.Errorf("delete activity %s/%s: %w", workflowID, activityID, err)
 	}
-	t.moveCount(old, nil)
-	return t.replaceIndex(activityIndexKeys(old), nil)
+	if err := t.replaceIndex(old.index, nil); err != nil {
+		t.forget(key)
+		return err
+	}
+	t.moveCount(old.count, countRef{})
+	t.remember(key, knownRecord{})
+	return nil
 }
 
 func (t *tx) UseActivityID(workflowID, activityID string) (bool, error) {
@@ -394,7 +465,13 @@ func (t *tx) Activities(workflowID string) ([]*durablev1.ActivityRecord, error) 
 	err := t.each(activityPrefix(workflowID), func(k, v []byte) (bool, error) {
 		a := new(durablev1.ActivityRecord)
 		out = append(out, a)
-		return true, unmarshal(k, v, a)
+		if err := unmarshal(k, v, a); err != nil {
+			return false, err
+		}
+		if _, ok := t.known(k); t.update && !ok {
+			t.remember(k, knownActivityOf(a))
+		}
+		return true, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("activities of workflow %q: %w", workflowID, err)

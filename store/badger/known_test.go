@@ -1,7 +1,9 @@
 package badger
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -202,5 +204,49 @@ func mustView(t *testing.T, s engine.Store, fn func(engine.Tx) error) {
 	t.Helper()
 	if err := s.View(fn); err != nil {
 		t.Fatalf("view: %v", err)
+	}
+}
+
+// Records are decoded inside Badger's Item.Value, from a buffer it reuses for
+// the next item of an iteration and frees with the transaction: what they
+// hold must be their own copy.
+func TestTx_RecordsReadKeepTheirBytesAfterTheBufferMovesOn(t *testing.T) {
+	t.Parallel()
+	s := openDir(t, t.TempDir())
+	payload := func(i int) []byte { return []byte(strings.Repeat(string(rune('a'+i%26)), 100+i)) }
+	var events []*durablev1.HistoryEvent
+	for i := range 200 {
+		events = append(events, &durablev1.HistoryEvent{EventId: int64(i + 1), ActivityId: fmt.Sprint("a", i), Result: payload(i)})
+	}
+	mustUpdate(t, s, func(tx engine.Tx) error { return tx.AppendEvents("w", events) })
+	var got []*durablev1.HistoryEvent
+	var one *durablev1.ActivityRecord
+	mustUpdate(t, s, putActivities(newActivity("w", "1", scheduled, time.Second, 1)))
+	mustView(t, s, func(tx engine.Tx) error {
+		var err error
+		if got, err = tx.History("w"); err != nil {
+			return err
+		}
+		one, err = tx.GetActivity("w", "1")
+		return err
+	})
+	// Other reads and writes reuse what Badger lent.
+	mustUpdate(t, s, func(tx engine.Tx) error {
+		for i := range events {
+			events[i].Result = bytes.Repeat([]byte{'z'}, len(events[i].GetResult()))
+		}
+		return tx.AppendEvents("w", events)
+	})
+	mustView(t, s, func(tx engine.Tx) error { _, err := tx.History("w"); return err })
+	if len(got) != 200 {
+		t.Fatalf("read %d events, want 200", len(got))
+	}
+	for i, ev := range got {
+		if !bytes.Equal(ev.GetResult(), payload(i)) || ev.GetActivityId() != fmt.Sprint("a", i) {
+			t.Fatalf("event %d holds %q / %q after the read moved on", i+1, ev.GetActivityId(), ev.GetResult())
+		}
+	}
+	if string(one.GetInput()) != "input" || one.GetInfo().GetIdempotencyKey() != "w/1" {
+		t.Errorf("activity holds %q / %q after its transaction ended", one.GetInput(), one.GetInfo().GetIdempotencyKey())
 	}
 }

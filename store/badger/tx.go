@@ -47,6 +47,15 @@ func (t *tx) get(key []byte, m proto.Message) error {
 	return item.Value(func(v []byte) error { return unmarshal(key, v, m) })
 }
 
+// unmarshal decodes the record at key from v, a value Badger lends only for
+// the length of an Item.Value call: every read decodes inside that call
+// rather than copying the value first. m may keep nothing of v, and does
+// not: proto.Unmarshal (default options, without UnmarshalAliasBuffer)
+// copies bytes fields (append to an empty slice), strings (string(v)) and
+// unknown fields. The copies that remain are Badger's: Txn.Get copies the
+// value out of the memtable or table (y.SafeCopy), and Item.Value copies an
+// inline value again into the item's buffer; its API offers no read without
+// them, so the lever there is reading less (known.go).
 func unmarshal(key, v []byte, m proto.Message) error {
 	if err := proto.Unmarshal(v, m); err != nil {
 		return fmt.Errorf("record at %x: %w: %w", key, errCorrupt, err)

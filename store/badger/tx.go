@@ -26,6 +26,8 @@ type tx struct {
 	records map[string]knownRecord
 	// written counts the bytes of the records put (Options.WroteFunc).
 	written int
+	// toVlog is set once a value went to Badger's value log (logSync).
+	toVlog bool
 	// counts holds the moves of the activity counts not yet written, by
 	// count key: a batch of transitions moves the same few counts many
 	// times, so they are written once, when the transaction ends
@@ -72,6 +74,9 @@ func (t *tx) put(key []byte, m proto.Message) error {
 		return &engine.InvalidError{Field: "record", Reason: fmt.Sprintf("%d bytes encoded, more than the store's limit of %d", len(v), t.maxRecord)}
 	}
 	t.written += len(key) + len(v)
+	// Badger keeps a value in its log entry below the threshold and in the
+	// value log from it on (skipVlogAndSetThreshold).
+	t.toVlog = t.toVlog || len(v) >= valueThreshold
 	return t.txn.Set(key, v)
 }
 

@@ -162,7 +162,7 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 			}
 			return t.flushCounts()
 		})
-		if t.toVlog {
+		if t != nil && t.toVlog {
 			s.markVlog()
 		}
 		if err == nil && s.wrote != nil {

@@ -121,7 +121,7 @@ func (t *tx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
 		}
 		return nil, fmt.Errorf("workflow %q: %w", id, err)
 	}
-	if _, ok := t.known(key); !ok {
+	if _, ok := t.known(key); t.update && !ok {
 		t.remember(key, knownRecord{exists: true, index: workflowIndexKeys(w)})
 	}
 	return w, nil
@@ -256,7 +256,7 @@ func (t *tx) GetActivity(workflowID, activityID string) (*durablev1.ActivityReco
 		}
 		return nil, fmt.Errorf("activity %s/%s: %w", workflowID, activityID, err)
 	}
-	if _, ok := t.known(key); !ok {
+	if _, ok := t.known(key); t.update && !ok {
 		t.remember(key, knownActivityOf(a))
 	}
 	return a, nil

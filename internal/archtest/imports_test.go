@@ -30,11 +30,12 @@ var allowed = map[string][]string{
 	"internal/tlsfile":    {},
 	"internal/testdaemon": {"engine", "server", "store/badger"},
 	"internal/testcert":   {},
+	"internal/testpg":     {},
 }
 
 // testOnly are helper packages for tests; no package's own code may import
 // them.
-var testOnly = []string{"internal/testdaemon", "internal/testcert"}
+var testOnly = []string{"internal/testdaemon", "internal/testcert", "internal/testpg"}
 
 func TestImportsPointDown(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").Output()

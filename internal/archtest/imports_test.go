@@ -19,6 +19,7 @@ var allowed = map[string][]string{
 	"activity":            {"proto/durable/v1"},
 	"engine":              {"proto/durable/v1", "activity"},
 	"store/badger":        {"engine", "proto/durable/v1"},
+	"store/postgres":      {"engine", "proto/durable/v1"},
 	"store/storetest":     {"engine", "proto/durable/v1"},
 	"server":              {"engine", "proto/durable/v1", "activity"},
 	"client":              {"proto/durable/v1", "activity", "internal/tlsfile"},

@@ -116,7 +116,7 @@ func start(b bins) (*Server, error) {
 	// Not t.TempDir: its parents are private to this user, and the server
 	// may run as another one. Socket paths are limited to about 100 bytes,
 	// so the directory stays short.
-	dir, err := os.MkdirTemp("", "testpg-")
+	dir, err := os.MkdirTemp(tempBase(who), "testpg-")
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +168,25 @@ func start(b bins) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// tempBase is where the server's directory goes: the usual temporary
+// directory, unless the server runs as another user who could not reach it
+// (TMPDIR under root's home, say); then /tmp.
+func tempBase(who runAs) string {
+	base := os.TempDir()
+	if who.cred == nil {
+		return base
+	}
+	for d := base; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return "/tmp"
+		}
+		if d == filepath.Dir(d) {
+			return base
+		}
+	}
 }
 
 // waitReady connects until the server answers, it exits, or the deadline

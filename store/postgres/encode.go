@@ -108,6 +108,8 @@ func (w cursorWriter) s16(s string) cursorWriter {
 	return append(binary.BigEndian.AppendUint16(w, uint16(len(s))), s...)
 }
 
+func (w cursorWriter) tail(s string) cursorWriter { return append(w, s...) }
+
 // cursorReader reads a token back; any misfit sets bad.
 type cursorReader struct {
 	rest []byte

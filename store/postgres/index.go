@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -64,7 +65,7 @@ func (t *tx) QueuedIn(kind engine.TaskKind, r engine.TimeRange, fn func(engine.Q
 			args = append(args, queue)
 		}
 		err := t.q.QueryRow(t.ctx, sql, args...).Scan(&queue)
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
@@ -184,8 +185,6 @@ func (r deadLetterRef) cursor() []byte {
 	return cursorWriter{cursorDeadLetter}.i64(r.at).s16(r.wf).tail(r.id)
 }
 
-func (w cursorWriter) tail(s string) cursorWriter { return append(w, s...) }
-
 func (t *tx) DeadLettersIn(r engine.TimeRange, after []byte, fn func(*durablev1.ActivityRecord) bool) ([]byte, error) {
 	var from *deadLetterRef
 	if after != nil {
@@ -248,7 +247,7 @@ type stateRef struct {
 }
 
 func (r stateRef) cursor() []byte {
-	return append(cursorWriter{cursorState, byte(r.state)}.s16(r.activityType).s16(r.wf), r.id...)
+	return cursorWriter{cursorState, byte(r.state)}.s16(r.activityType).s16(r.wf).tail(r.id)
 }
 
 // ActivitiesByState walks the pending activities over the states r names.

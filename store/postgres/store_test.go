@@ -36,7 +36,8 @@ func open(t *testing.T, dsn string) *Store {
 
 // TestStoreConformance runs the store suite on a database of its own per
 // case, reopened (a new connection pool on the same database) at the end
-// of every write phase.
+// of every write phase. After each case the rows derived from the records
+// must be exactly what the records imply.
 func TestStoreConformance(t *testing.T) {
 	t.Parallel()
 	t.Run("postgres", func(t *testing.T) {
@@ -51,7 +52,8 @@ func TestStoreConformance(t *testing.T) {
 					}
 					return open(t, dsn)
 				},
-				MaxIDLen: maxPartLen, MaxRecordSize: maxRecordSize,
+				CheckFunc: checkRows,
+				MaxIDLen:  maxPartLen, MaxRecordSize: maxRecordSize,
 			}
 		})
 	})

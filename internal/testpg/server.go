@@ -42,9 +42,9 @@ type bins struct {
 // is "require").
 func binaries(t testing.TB) bins {
 	t.Helper()
-	b, err := findBinaries()
+	b, err := findBinaries(debianBinDirs)
 	if err != nil {
-		msg := "testpg: " + err.Error() + "; install Debian's postgresql package (apt-get install postgresql) to run this test"
+		msg := missingMessage(err)
 		if os.Getenv(RequireEnv) == "require" {
 			t.Fatal(msg + " (" + RequireEnv + "=require)")
 		}
@@ -53,9 +53,19 @@ func binaries(t testing.TB) bins {
 	return b
 }
 
-// findBinaries looks in Debian's layout, newest version first, then PATH.
-func findBinaries() (bins, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+// debianBinDirs is where Debian's postgresql packages put the server's
+// programs, one directory per major version.
+const debianBinDirs = "/usr/lib/postgresql/*/bin"
+
+// missingMessage says what to do when the programs are missing.
+func missingMessage(err error) string {
+	return "testpg: " + err.Error() + "; install Debian's postgresql package (apt-get install postgresql) to run this test"
+}
+
+// findBinaries looks in the directories binDirs matches, newest version
+// first, then on PATH.
+func findBinaries(binDirs string) (bins, error) {
+	dirs, _ := filepath.Glob(binDirs)
 	slices.SortFunc(dirs, func(a, b string) int { return versionOf(b) - versionOf(a) })
 	for _, d := range dirs {
 		b := bins{initdb: filepath.Join(d, "initdb"), postgres: filepath.Join(d, "postgres")}

@@ -24,13 +24,18 @@ import (
 // Server is a running throwaway PostgreSQL.
 type Server struct {
 	dir     string // the temporary directory: data/ and sock/
+	data    string
 	sockDir string
 	port    int
 	user    string // the database superuser: the OS user postgres runs as
-	cmd     *exec.Cmd
+	program string // the postgres binary
+	cred    *syscall.Credential
 	log     *syncBuffer
-	exited  chan struct{}
 	once    sync.Once
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // the running postmaster
+	exited chan struct{} // closed when it has exited
 }
 
 // bins are the two programs a server needs.
@@ -130,7 +135,8 @@ func start(b bins) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, sockDir: filepath.Join(dir, "sock"), user: who.name, log: &syncBuffer{}, exited: make(chan struct{})}
+	s := &Server{dir: dir, data: filepath.Join(dir, "data"), sockDir: filepath.Join(dir, "sock"), user: who.name,
+		program: b.postgres, cred: who.cred, log: &syncBuffer{}}
 	fail := func(err error) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
@@ -143,10 +149,9 @@ func start(b bins) (*Server, error) {
 			return fail(err)
 		}
 	}
-	data := filepath.Join(dir, "data")
 	// --no-sync skips flushing initdb's own files: a crash during a test
 	// loses the whole directory anyway. The server itself runs with fsync on.
-	initdb := exec.Command(b.initdb, "--pgdata", data, "--username", who.name, "--auth", "trust",
+	initdb := exec.Command(b.initdb, "--pgdata", s.data, "--username", who.name, "--auth", "trust",
 		"--encoding", "UTF8", "--locale", "C", "--no-sync", "--no-instructions")
 	initdb.Dir = dir
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: who.cred}
@@ -156,28 +161,66 @@ func start(b bins) (*Server, error) {
 	if s.port, err = freePort(); err != nil {
 		return fail(err)
 	}
-	s.cmd = exec.Command(b.postgres, "-D", data, "-k", s.sockDir, "-p", strconv.Itoa(s.port),
+	if err := s.run(); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// run starts postgres on the data directory and waits until it accepts
+// connections.
+func (s *Server) run() error {
+	cmd := exec.Command(s.program, "-D", s.data, "-k", s.sockDir, "-p", strconv.Itoa(s.port),
 		"-c", "listen_addresses=",
 		"-c", "fsync=on",
 		"-c", "max_connections=200",
 		"-c", "shared_buffers=32MB",
 		"-c", "log_min_messages=warning",
 	)
-	s.cmd.Dir = dir
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	s.cmd.SysProcAttr = sysProcAttr(who.cred)
-	if err := s.cmd.Start(); err != nil {
-		return fail(fmt.Errorf("postgres: %w", err))
+	cmd.Dir = s.dir
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	cmd.SysProcAttr = sysProcAttr(s.cred)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("postgres: %w", err)
 	}
+	exited := make(chan struct{})
 	go func() {
-		s.cmd.Wait()
-		close(s.exited)
+		cmd.Wait()
+		close(exited)
 	}()
-	if err := s.waitReady(30 * time.Second); err != nil {
-		s.stop()
-		return nil, err
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+	return s.waitReady(30 * time.Second)
+}
+
+// Kill SIGKILLs the server and every process of it at once, as a crash or
+// a power cut would end it: what it had not flushed is lost, and Restart
+// runs crash recovery.
+func (s *Server) Kill(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
 	}
-	return s, nil
+	// The server runs in a process group of its own (sysProcAttr): its
+	// backends die with it, and no orphan holds its shared memory.
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if !s.waitExit(30 * time.Second) {
+		t.Fatal("testpg: the server outlived SIGKILL by 30s")
+	}
+}
+
+// Restart starts the server again on the same data directory, socket and
+// port, after Kill or a shutdown.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.run(); err != nil {
+		t.Fatalf("testpg: restart: %v", err)
+	}
 }
 
 // tempBase is where the server's directory goes: the usual temporary
@@ -211,10 +254,8 @@ func (s *Server) waitReady(within time.Duration) error {
 			conn.Close(context.Background())
 			return nil
 		}
-		select {
-		case <-s.exited:
+		if s.waitExit(0) {
 			return fmt.Errorf("postgres exited at start: %s", s.log.String())
-		default:
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("postgres did not accept connections within %v: %v\n%s", within, err, s.log.String())
@@ -228,9 +269,12 @@ func (s *Server) waitReady(within time.Duration) error {
 // SIGKILL, when the server does not exit in time.
 func (s *Server) stop() {
 	s.once.Do(func() {
-		if s.cmd != nil && s.cmd.Process != nil {
+		s.mu.Lock()
+		cmd := s.cmd
+		s.mu.Unlock()
+		if cmd != nil && cmd.Process != nil {
 			for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGQUIT, syscall.SIGKILL} {
-				s.cmd.Process.Signal(sig)
+				cmd.Process.Signal(sig)
 				if s.waitExit(10 * time.Second) {
 					break
 				}
@@ -240,10 +284,25 @@ func (s *Server) stop() {
 	})
 }
 
-// waitExit reports whether the server exited within d.
+// waitExit reports whether the server's current process exited within d
+// (at once, for 0); true when none was started.
 func (s *Server) waitExit(d time.Duration) bool {
+	s.mu.Lock()
+	exited := s.exited
+	s.mu.Unlock()
+	if exited == nil {
+		return true
+	}
+	if d == 0 {
+		select {
+		case <-exited:
+			return true
+		default:
+			return false
+		}
+	}
 	select {
-	case <-s.exited:
+	case <-exited:
 		return true
 	case <-time.After(d):
 		return false

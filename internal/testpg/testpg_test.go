@@ -80,9 +80,7 @@ func TestNew_StopsAndRemovesItsDirectoryAtCleanup(t *testing.T) {
 	if s == nil {
 		t.Skip("no server started")
 	}
-	select {
-	case <-s.exited:
-	default:
+	if !s.waitExit(0) {
 		t.Error("the server still runs after its test ended")
 	}
 	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
@@ -121,5 +119,44 @@ func TestFindBinaries_PrefersTheNewestDebianVersion(t *testing.T) {
 	}
 	if want := filepath.Join(root, "15", "bin", "initdb"); b.initdb != want {
 		t.Errorf("initdb = %s, want %s", b.initdb, want)
+	}
+}
+
+// TestServer_KillLosesNoCommittedTransaction: with fsync on, what a commit
+// acknowledged survives a SIGKILL of every server process.
+func TestServer_KillLosesNoCommittedTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := New(t)
+	dsn := s.CreateDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE acked (n int)"); err != nil {
+		t.Fatal(err)
+	}
+	for n := range 20 {
+		if _, err := conn.Exec(ctx, "INSERT INTO acked VALUES ($1)", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Kill(t)
+	if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
+		t.Error("a connection to a killed server still answers")
+	}
+	conn.Close(ctx)
+	s.Restart(t)
+	conn, err = pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var rows int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM acked").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 20 {
+		t.Errorf("%d rows after a crash, want the 20 committed", rows)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/tinyllm/durable/engine"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
@@ -191,6 +193,15 @@ func TestTx_WorkflowWrittenSeveralTimesInOneTransactionKeepsOnlyItsLastEntries(t
 	checkIndexes(t, s)
 	s = reopenDisk(t, s).(*Store)
 	checkIndexes(t, s)
+}
+
+func at(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(t0.Add(d)) }
+
+func wantNotFound(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("%s: err = %v, want engine.ErrNotFound", what, err)
+	}
 }
 
 func mustUpdate(t *testing.T, s engine.Store, fn func(engine.Tx) error) {

@@ -193,6 +193,9 @@ func (s *Store) View(fn func(engine.Tx) error) error {
 // no-op for an in-memory store or with Options.NoSync.
 func (s *Store) Sync() error {
 	if s.sync == nil {
+		if s.db.IsClosed() {
+			return engine.ErrClosed
+		}
 		return nil
 	}
 	return mapErr(s.sync.Sync())

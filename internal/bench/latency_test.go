@@ -35,7 +35,10 @@ import (
 // scheduled → handed out. It is the same round as Protocol's, entered at
 // another point, with the SDK's own work in it.
 //
-// Both also report cpu-µs/activity, the CPU time of every process taking
+// ProtocolDaemon is Protocol against the real durabled in a process of its
+// own, as SDK runs it: what the SDK adds is SDK's figure less this one.
+//
+// All report cpu-µs/activity, the CPU time of every process taking
 // part (for SDK the daemon's, the worker's and the driver's; worker-cpu-µs
 // is the worker's share): one activity at a time, nearly all of it is on
 // the round's path, and unlike the wall clock it hardly moves with what else
@@ -43,13 +46,25 @@ import (
 //
 //	go test -run '^$' -bench ActivityLatency -benchtime 2000x -count 5 ./internal/bench
 func BenchmarkActivityLatency(b *testing.B) {
-	b.Run("Protocol", benchLatencyProtocol)
+	b.Run("Protocol", func(b *testing.B) { benchLatencyProtocol(b, false) })
+	b.Run("ProtocolDaemon", func(b *testing.B) { benchLatencyProtocol(b, true) })
 	b.Run("SDK", benchLatencySDK)
 }
 
-func benchLatencyProtocol(b *testing.B) {
-	d := startDaemon(b, setup{})
-	cl, err := d.dial("worker")
+// benchLatencyProtocol is Protocol, or with daemon ProtocolDaemon: the same
+// round against the real durabled in a process of its own, as SDK runs it,
+// which is the figure to subtract from SDK's for what the SDK adds.
+func benchLatencyProtocol(b *testing.B, daemon bool) {
+	var cl *client.Client
+	var err error
+	daemonPID := 0
+	if daemon {
+		d := testdaemon.Exec(b, b.TempDir())
+		daemonPID = d.Pid()
+		cl, err = client.New(d.Addr)
+	} else {
+		cl, err = startDaemon(b, setup{}).dial("worker")
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,7 +93,7 @@ func benchLatencyProtocol(b *testing.B) {
 	complete := []*durablev1.Command{{Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW}}
 	took := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	cpuStart := cpuClock{}.now()
+	cpuStart := cpuClock{workerPID: daemonPID}.now()
 	for i := range b.N {
 		// Starting the workflow and taking its first task also gives the
 		// worker, back from the last activity, time to park again.
@@ -105,7 +120,7 @@ func benchLatencyProtocol(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cpuUsed := cpuClock{}.now() - cpuStart
+	cpuUsed := cpuClock{workerPID: daemonPID}.now() - cpuStart
 	b.StopTimer()
 	reportMillis(b, "", took)
 	b.ReportMetric(float64(cpuUsed.Microseconds())/float64(b.N), "cpu-µs/activity")

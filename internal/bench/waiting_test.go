@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tinyllm/durable/engine"
@@ -308,6 +311,66 @@ func BenchmarkWaitingThroughput(b *testing.B) {
 			d := sharedDaemon(b, waiting)
 			b.StartTimer()
 			runThroughput(b, d, setup{}, fmt.Sprintf("bench-%d", runSeq.Add(1)))
+		})
+	}
+}
+
+// BenchmarkWaitingWatch opens a Watch stream over gRPC on the daemons of
+// BenchmarkWaitingThroughput (nothing waiting, -late.waiting waiting) and
+// reports what its snapshot costs: first-event-ms (until the first event
+// arrives), snapshot-ms (until SNAPSHOT_DONE), snapshot-MB (the encoded
+// size of the snapshot events) and the activities in it.
+//
+//	go test -run '^$' -bench WaitingWatch -benchtime 1x -count 3 -timeout 60m ./internal/bench
+func BenchmarkWaitingWatch(b *testing.B) {
+	for _, waiting := range []int{0, *lateWaiting} {
+		b.Run(fmt.Sprintf("Waiting=%d", waiting), func(b *testing.B) {
+			if waiting > 0 && testing.Short() {
+				b.Skip("-short: building the waiting activities takes minutes")
+			}
+			b.StopTimer()
+			d := sharedDaemon(b, waiting)
+			cl, err := d.dial("reader")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			var first, done []time.Duration
+			var size, acts int
+			for range b.N {
+				ctx, cancel := context.WithCancel(context.Background())
+				b.StartTimer()
+				began := time.Now()
+				stream, err := cl.Service().Watch(ctx, &durablev1.WatchRequest{}, grpc.MaxCallRecvMsgSize(1<<30))
+				if err != nil {
+					b.Fatal(err)
+				}
+				size, acts = 0, 0
+				for {
+					ev, err := stream.Recv()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if size == 0 {
+						first = append(first, time.Since(began))
+					}
+					size += proto.Size(ev)
+					acts += len(ev.GetActivities())
+					if ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
+						break
+					}
+				}
+				done = append(done, time.Since(began))
+				b.StopTimer()
+				cancel()
+			}
+			slices.Sort(first)
+			slices.Sort(done)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(float64(first[len(first)/2].Microseconds())/1e3, "first-event-ms")
+			b.ReportMetric(float64(done[len(done)/2].Microseconds())/1e3, "snapshot-ms")
+			b.ReportMetric(float64(size)/1e6, "snapshot-MB")
+			b.ReportMetric(float64(acts), "activities")
 		})
 	}
 }

@@ -67,12 +67,15 @@ func BenchmarkRetryLateness(b *testing.B) {
 			b.StopTimer() // each run times its own part
 			d := sharedDaemon(b, waiting)
 			var late, leased []time.Duration
+			var cpu time.Duration
 			for range b.N {
-				l, s := retryRun(b, d)
+				l, s, c := retryRun(b, d)
 				late, leased = append(late, l...), append(leased, s...)
+				cpu += c
 			}
 			reportMillis(b, "", late)
 			reportMillis(b, "daemon-", leased)
+			b.ReportMetric(float64(cpu.Microseconds())/float64(len(late)), "cpu-µs/retry")
 		})
 	}
 }
@@ -234,8 +237,9 @@ type receipt struct {
 // -late.retries activities, leases their first attempts, parks the polls,
 // then fails the attempts at -late.rate (the timed part ends when every
 // retry has been received). It returns, for each retry, how late the polls
-// received it and how late the daemon leased it, both from its due time.
-func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration) {
+// received it and how late the daemon leased it, both from its due time,
+// and the CPU time this process (daemon and clients) used meanwhile.
+func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration, cpu time.Duration) {
 	b.StopTimer()
 	n, run := *lateRetries, runSeq.Add(1)
 	cl, err := d.dial("worker")
@@ -290,6 +294,7 @@ func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration) {
 	waitForParked(b, c, lateQueue, latePollers)
 
 	b.StartTimer()
+	cpuStart := cpuClock{}.now()
 	failures := make(chan []byte)
 	var failers sync.WaitGroup
 	for range concurrency {
@@ -319,6 +324,7 @@ func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration) {
 		}
 	}
 	b.StopTimer()
+	cpu = cpuClock{}.now() - cpuStart
 	cancel()
 	polls.Wait()
 
@@ -362,7 +368,7 @@ func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration) {
 	}
 	close(done)
 	completers.Wait()
-	return late, leased
+	return late, leased, cpu
 }
 
 // waitForParked waits until n polls of distinct identities are parked on

@@ -296,11 +296,14 @@ func engineBacklog(tb testing.TB, eng *engine.Engine, queue string) *durablev1.T
 // wait on retry timers 3 h away on another queue: the cost of the
 // activities that run must not grow with those that wait. Both daemons
 // live as long as the test binary (they are BenchmarkRetryLateness's) and
-// every run adds its workflows to the same store; -count runs the two
-// cases in turn, so a pair is measured under the same load. Building the
-// million takes minutes (the log says how long); -short skips it.
+// every run adds its workflows to the same store. -count runs one case
+// its count of times, then the other: to measure pairs under the same
+// load, run the binary once per pair with -late.dir, which builds the
+// million once (minutes; the log says how long; -short skips it) and
+// opens it again in every later run.
 //
-//	go test -run '^$' -bench WaitingThroughput -benchtime 20000x -count 5 -timeout 60m ./internal/bench
+//	go test -c -o bench.test ./internal/bench && cd internal/bench
+//	for i in 1 2 3 4 5; do ../../bench.test -test.run '^$' -test.bench WaitingThroughput -test.benchtime 20000x -test.timeout 60m -late.dir /var/tmp/durable-waiting; done
 func BenchmarkWaitingThroughput(b *testing.B) {
 	for _, waiting := range []int{0, *lateWaiting} {
 		b.Run(fmt.Sprintf("Waiting=%d", waiting), func(b *testing.B) {

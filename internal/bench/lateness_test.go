@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,6 +101,9 @@ var (
 	sharedMu      sync.Mutex
 	sharedDaemons = map[int]*shared{}
 	runSeq        atomic.Int64 // names the workflows of each run apart
+	// binaryID names apart the workflows of test binaries that share a
+	// -late.dir state.
+	binaryID = strconv.FormatInt(time.Now().UnixNano(), 36)
 )
 
 // sharedDaemon returns the daemon, without jitter, on which waiting
@@ -255,7 +259,7 @@ func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration, cpu time.D
 		StartToCloseTimeout: durationpb.New(time.Hour),
 		RetryPolicy:         &durablev1.RetryPolicy{InitialMs: lateBackoff.Milliseconds(), MaxIntervalMs: lateBackoff.Milliseconds(), MaxAttempts: 3},
 	}
-	ids := scheduleActivities(b, c, fmt.Sprintf("late-%d", run), fmt.Sprintf("late-wf-%d", run), n, opts)
+	ids := scheduleActivities(b, c, fmt.Sprintf("late-%s-%d", binaryID, run), fmt.Sprintf("late-wf-%s-%d", binaryID, run), n, opts)
 
 	// The first attempts, leased before the polls park: these receive
 	// retries only.

@@ -313,7 +313,7 @@ func BenchmarkWaitingThroughput(b *testing.B) {
 			b.StopTimer()
 			d := sharedDaemon(b, waiting)
 			b.StartTimer()
-			runThroughput(b, d, setup{}, fmt.Sprintf("bench-%d", runSeq.Add(1)))
+			runThroughput(b, d, setup{}, fmt.Sprintf("bench-%s-%d", binaryID, runSeq.Add(1)))
 		})
 	}
 }

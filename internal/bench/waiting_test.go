@@ -32,12 +32,11 @@ var (
 )
 
 // BenchmarkWaitingWork measures what activities waiting on a retry hours
-// away cost a daemon that restarts over them. It builds the state through
-// the engine, as the server drives it (in this process, on-disk Badger,
-// fsync on): -waiting.n activities, a thousand per workflow, each with a
-// schedule-to-close budget of a day, whose first attempt fails into a 3 h
-// backoff. Then it closes the engine and the store, opens them again, and
-// reports
+// away cost a daemon that restarts over them. It builds the state with
+// buildWaiting (in this process, on-disk Badger, fsync on): -waiting.n
+// activities, a thousand per workflow, each with a schedule-to-close budget
+// of a day, whose first attempt timed out into a 3 h backoff. Then it
+// closes the engine and the store, opens them again, and reports
 //
 //   - start-ms: from opening the store to the first poll answered;
 //   - heap-B/waiting: the Go heap in use after a GC, over what it was before
@@ -49,8 +48,9 @@ var (
 //     the engine that built the state still open;
 //   - fill-s: how long building the state took.
 //
-// 100,000 take 35–90 s to build on two busy cores, a million 12–15 minutes
-// (hence -timeout); the restart itself takes well under a second.
+// 100,000 take one to two minutes to build on two busy cores, a million
+// 10–25 minutes (hence -timeout); the restart itself takes well under a
+// second.
 //
 //	go test -run '^$' -bench WaitingWork -benchtime 1x ./internal/bench
 //	go test -run '^$' -bench WaitingWork -benchtime 1x -timeout 60m ./internal/bench -args -waiting.n=1000000

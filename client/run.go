@@ -73,7 +73,9 @@ func (c *Client) GetRun(id string) *Run { return &Run{ID: id, c: c} }
 func (r *Run) Get(ctx context.Context, result any) error {
 	pause := 100 * time.Millisecond
 	for {
-		resp, err := r.c.svc.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: r.ID, WaitForClose: true})
+		// Only the workflow: its activities (a record for each one of a
+		// fan-out) are of no use here.
+		resp, err := r.c.svc.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: r.ID, WaitForClose: true, WorkflowOnly: true})
 		if err != nil {
 			if cause := contextCause(ctx, err); cause != nil {
 				return fmt.Errorf("wait for workflow %q: %w", r.ID, cause)

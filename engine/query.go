@@ -38,9 +38,10 @@ func (e *Engine) view(fn func(tx Tx) error) error {
 }
 
 // DescribeWorkflow returns a workflow, its pending activities and the
-// activities that finished within the attempt retention. With
-// wait_for_close it first waits for the workflow to close, up to the poll
-// timeout or ctx's end, whichever is first.
+// activities that finished within the attempt retention (the workflow
+// alone with workflow_only). With wait_for_close it first waits for the
+// workflow to close, up to the poll timeout or ctx's end, whichever is
+// first.
 func (e *Engine) DescribeWorkflow(ctx context.Context, req *durablev1.DescribeWorkflowRequest) (*durablev1.DescribeWorkflowResponse, error) {
 	if req.GetWaitForClose() {
 		if err := e.waitForClose(ctx, req.GetWorkflowId()); err != nil {
@@ -55,6 +56,9 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, req *durablev1.DescribeWo
 		}
 		showWorkflowTask(w)
 		resp.Workflow = w.GetInfo()
+		if req.GetWorkflowOnly() {
+			return nil
+		}
 		acts, err := tx.Activities(req.GetWorkflowId())
 		if err != nil {
 			return err

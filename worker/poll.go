@@ -16,10 +16,19 @@ const maxBatch = 16
 
 // pollActivityTasks long-polls while at least one attempt slot is free,
 // asking for as many tasks as there are free slots. Errors (the daemon
-// restarting, say) back off and poll again; only Stop ends the loop.
+// restarting, say) back off and poll again; only Stop ends the polling.
 func (w *Worker) pollActivityTasks() {
+	w.pollActivities(make(chan struct{}, w.opts.MaxConcurrentActivities))
+}
+
+// pollActivities is the activity poll loop over the attempt slots. When a
+// poll brings tasks, a new goroutine takes over the loop and this one starts
+// the attempts and ends: the goroutine last started runs first, so the
+// attempts are not queued behind the next poll's request (which would add
+// its marshalling and write to every activity's latency); the next poll
+// follows them, or runs beside them on another processor.
+func (w *Worker) pollActivities(slots chan struct{}) {
 	defer w.pollers.Done()
-	slots := make(chan struct{}, w.opts.MaxConcurrentActivities)
 	release := func() { <-slots }
 	var bo backoff
 	for {
@@ -45,8 +54,15 @@ func (w *Worker) pollActivityTasks() {
 		for range n - len(tasks) {
 			release()
 		}
-		for _, t := range tasks {
-			w.startAttempt(t, release)
+		if len(tasks) > 0 {
+			// This goroutine still counts as a poller: the Add cannot race
+			// Stop's Wait.
+			w.pollers.Add(1)
+			go w.pollActivities(slots)
+			for _, t := range tasks {
+				w.startAttempt(t, release)
+			}
+			return
 		}
 		if err != nil {
 			if w.pollCtx.Err() != nil {
@@ -60,31 +76,38 @@ func (w *Worker) pollActivityTasks() {
 	}
 }
 
-// pollWorkflowTasks long-polls for workflow tasks while a slot is free.
+// pollWorkflowTasks long-polls for workflow tasks while a slot is free. The
+// goroutine a task comes to runs it at once and hands the polling on to a
+// new goroutine, as pollActivities does: the task does not wait behind the
+// next poll's request.
 func (w *Worker) pollWorkflowTasks(slots chan struct{}) {
-	defer w.pollers.Done()
 	var bo backoff
 	for {
 		select {
 		case slots <- struct{}{}:
 		case <-w.pollCtx.Done():
+			w.pollers.Done()
 			return
 		}
 		resp, err := w.c.Service().PollWorkflowTask(w.pollCtx, &durablev1.PollWorkflowTaskRequest{
 			TaskQueue: w.queue, Identity: w.opts.Identity, StickySession: w.session,
 		})
 		if len(resp.GetTaskToken()) > 0 {
+			// Both Adds come while this goroutine still counts as a poller,
+			// so neither races Stop, which waits for the pollers first.
 			w.wfTasks.Add(1)
-			go func() {
-				defer w.wfTasks.Done()
-				defer func() { <-slots }()
-				w.runWorkflowTask(resp)
-			}()
-		} else {
+			w.pollers.Add(1)
+			go w.pollWorkflowTasks(slots)
+			w.pollers.Done()
+			w.runWorkflowTask(resp)
 			<-slots
+			w.wfTasks.Done()
+			return
 		}
+		<-slots
 		if err != nil {
 			if w.pollCtx.Err() != nil {
+				w.pollers.Done()
 				return
 			}
 			w.logPollError("poll workflow tasks", err)

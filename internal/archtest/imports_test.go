@@ -19,6 +19,8 @@ var allowed = map[string][]string{
 	"activity":            {"proto/durable/v1"},
 	"engine":              {"proto/durable/v1", "activity"},
 	"store/badger":        {"engine", "proto/durable/v1"},
+	"store/postgres":      {"engine", "proto/durable/v1"},
+	"store/storetest":     {"engine", "proto/durable/v1"},
 	"server":              {"engine", "proto/durable/v1", "activity"},
 	"client":              {"proto/durable/v1", "activity", "internal/tlsfile"},
 	"worker":              {"client", "activity", "proto/durable/v1", "workflow"},
@@ -30,11 +32,12 @@ var allowed = map[string][]string{
 	"internal/tlsfile":    {},
 	"internal/testdaemon": {"engine", "server", "store/badger"},
 	"internal/testcert":   {},
+	"internal/testpg":     {},
 }
 
 // testOnly are helper packages for tests; no package's own code may import
 // them.
-var testOnly = []string{"internal/testdaemon", "internal/testcert"}
+var testOnly = []string{"internal/testdaemon", "internal/testcert", "internal/testpg", "store/storetest"}
 
 func TestImportsPointDown(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").Output()

@@ -35,15 +35,36 @@ import (
 // scheduled → handed out. It is the same round as Protocol's, entered at
 // another point, with the SDK's own work in it.
 //
+// ProtocolDaemon is Protocol against the real durabled in a process of its
+// own, as SDK runs it: what the SDK adds is SDK's figure less this one.
+//
+// All report cpu-µs/activity, the CPU time of every process taking
+// part (for SDK the daemon's, the worker's and the driver's; worker-cpu-µs
+// is the worker's share): one activity at a time, nearly all of it is on
+// the round's path, and unlike the wall clock it hardly moves with what else
+// the machine runs.
+//
 //	go test -run '^$' -bench ActivityLatency -benchtime 2000x -count 5 ./internal/bench
 func BenchmarkActivityLatency(b *testing.B) {
-	b.Run("Protocol", benchLatencyProtocol)
+	b.Run("Protocol", func(b *testing.B) { benchLatencyProtocol(b, false) })
+	b.Run("ProtocolDaemon", func(b *testing.B) { benchLatencyProtocol(b, true) })
 	b.Run("SDK", benchLatencySDK)
 }
 
-func benchLatencyProtocol(b *testing.B) {
-	d := startDaemon(b, setup{})
-	cl, err := d.dial("worker")
+// benchLatencyProtocol is Protocol, or with daemon ProtocolDaemon: the same
+// round against the real durabled in a process of its own, as SDK runs it,
+// which is the figure to subtract from SDK's for what the SDK adds.
+func benchLatencyProtocol(b *testing.B, daemon bool) {
+	var cl *client.Client
+	var err error
+	daemonPID := 0
+	if daemon {
+		d := testdaemon.Exec(b, b.TempDir())
+		daemonPID = d.Pid()
+		cl, err = client.New(d.Addr)
+	} else {
+		cl, err = startDaemon(b, setup{}).dial("worker")
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,6 +93,7 @@ func benchLatencyProtocol(b *testing.B) {
 	complete := []*durablev1.Command{{Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW}}
 	took := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
+	cpuStart := cpuClock{workerPID: daemonPID}.now()
 	for i := range b.N {
 		// Starting the workflow and taking its first task also gives the
 		// worker, back from the last activity, time to park again.
@@ -98,14 +120,16 @@ func benchLatencyProtocol(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	cpuUsed := cpuClock{workerPID: daemonPID}.now() - cpuStart
 	b.StopTimer()
 	reportMillis(b, "", took)
+	b.ReportMetric(float64(cpuUsed.Microseconds())/float64(b.N), "cpu-µs/activity")
 }
 
 func benchLatencySDK(b *testing.B) {
 	const perWorkflow = 20
 	d := testdaemon.Exec(b, b.TempDir())
-	startSDKWorker(b, d.Addr)
+	workerPID := startSDKWorker(b, d.Addr)
 	c, err := client.New(d.Addr)
 	if err != nil {
 		b.Fatal(err)
@@ -114,7 +138,9 @@ func benchLatencySDK(b *testing.B) {
 	ctx := context.Background()
 	waitForPollers(b, c.Service(), sdkQueue, durablev1.TaskKind_TASK_KIND_WORKFLOW, durablev1.TaskKind_TASK_KIND_ACTIVITY)
 	var gaps []time.Duration
+	activities := 0
 	b.ResetTimer()
+	daemonStart, workerStart, selfStart := procCPU(d.Pid()), procCPU(workerPID), cpuClock{}.now()
 	// A workflow of n activities gives n-1 gaps: b.N gaps take b.N plus a
 	// workflow's worth of activities.
 	for i := 0; len(gaps) < b.N; i++ {
@@ -130,12 +156,17 @@ func benchLatencySDK(b *testing.B) {
 		if len(started) != n {
 			b.Fatalf("workflow %s ran %d activities, want %d", run.ID, len(started), n)
 		}
+		activities += n
 		for j := 1; j < n; j++ {
 			gaps = append(gaps, time.Duration(started[j]-started[j-1]))
 		}
 	}
+	daemonUsed, workerUsed, selfUsed := procCPU(d.Pid())-daemonStart, procCPU(workerPID)-workerStart, cpuClock{}.now()-selfStart
 	b.StopTimer()
 	reportMillis(b, "", gaps)
+	perActivity := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(activities) }
+	b.ReportMetric(perActivity(daemonUsed+workerUsed+selfUsed), "cpu-µs/activity")
+	b.ReportMetric(perActivity(workerUsed), "worker-cpu-µs/activity")
 }
 
 // reportMillis reports the median, p90, p99 and highest of ds in ms, as

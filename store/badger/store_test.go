@@ -50,101 +50,6 @@ func reopenDisk(t *testing.T, s engine.Store) engine.Store {
 	return openDir(t, s.(*Store).dir)
 }
 
-func TestStore_Suite(t *testing.T) {
-	t.Parallel()
-	t.Run("InMemory", func(t *testing.T) {
-		t.Parallel()
-		runStoreSuite(t, openMemory, func(_ *testing.T, s engine.Store) engine.Store { return s })
-	})
-	t.Run("OnDiskReopened", func(t *testing.T) {
-		t.Parallel()
-		runStoreSuite(t, openDisk, reopenDisk)
-	})
-}
-
-// TestStore_ReopenRecoversEverything writes records in every state, closes
-// the store, opens the same directory and checks records and indexes.
-func TestStore_ReopenRecoversEverything(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	s := openDir(t, dir)
-	workflows := []*durablev1.WorkflowRecord{
-		newWorkflow("w-none", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0),
-		newWorkflow("w-sched", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_SCHEDULED, time.Second, 1),
-		newWorkflow("w-started", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_STARTED, 2*time.Second, 2),
-	}
-	activities := []*durablev1.ActivityRecord{
-		newActivity("w-sched", "1", scheduled, 3*time.Second, 3),
-		newActivity("w-sched", "2", started, 4*time.Second, 4),
-		newActivity("w-started", "1", retrying, 5*time.Second, 5),
-		newActivity("w-started", "2", deadLettered, 6*time.Second, 6),
-	}
-	timer := &durablev1.TimerRecord{WorkflowId: "w-none", TimerId: "t", FireTime: at(7 * time.Second), StartedEventId: 5}
-	latency := &durablev1.LatencyRecord{ActivityType: "Charge", Attempts: 2, Buckets: []int64{1, 1}}
-	event := &durablev1.HistoryEvent{EventId: 1, Type: durablev1.EventType_EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, WorkflowType: "Order"}
-	err := s.Update(func(tx engine.Tx) error {
-		for _, w := range workflows {
-			if err := tx.PutWorkflow(w); err != nil {
-				return err
-			}
-		}
-		return errors.Join(
-			putActivities(activities...)(tx),
-			tx.PutTimer(timer), tx.PutLatency(latency), tx.SetCounter(77),
-			tx.AppendEvents("w-none", []*durablev1.HistoryEvent{event}),
-		)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, s: s, reopenFunc: reopenDisk}
-	h.written()
-
-	h.view(func(tx engine.Tx) error {
-		for _, w := range workflows {
-			got, err := tx.GetWorkflow(w.GetInfo().GetWorkflowId())
-			if err != nil {
-				return err
-			}
-			wantEqual(t, "workflow", got, w)
-		}
-		for _, a := range activities {
-			got, err := tx.GetActivity(a.GetInfo().GetWorkflowId(), a.GetInfo().GetActivityId())
-			if err != nil {
-				return err
-			}
-			wantEqual(t, "activity", got, a)
-		}
-		gotTimer, err := tx.GetTimer("w-none", "t")
-		if err != nil {
-			return err
-		}
-		wantEqual(t, "timer", gotTimer, timer)
-		gotLatency, err := tx.GetLatency("Charge")
-		if err != nil {
-			return err
-		}
-		wantEqual(t, "latency", gotLatency, latency)
-		hist, err := tx.History("w-none")
-		if err != nil || len(hist) != 1 {
-			t.Fatalf("history = %v, %v; want one event", hist, err)
-		}
-		wantEqual(t, "event", hist[0], event)
-		if n, err := tx.Counter(); err != nil || n != 77 {
-			t.Errorf("counter = %d, %v; want 77", n, err)
-		}
-		return nil
-	})
-	wantStrings(t, "workflow queue", h.queued(engine.WorkflowTask, "q", 10), []string{"w-sched/@1s#1"})
-	wantStrings(t, "activity queue", h.queued(engine.ActivityTask, "q", 10), []string{"w-sched/1@3s#3", "w-started/1@5s#5"})
-	wantStrings(t, "timers", h.timers(10), []string{"wtlease:w-started/@2s", "lease:w-sched/2@4s", "user:w-none/t@7s"})
-	wantStrings(t, "dead letters", h.deadLetters(), []string{"w-started/2"})
-	checkIndexes(t, h.s.(*Store))
-}
-
 func TestStore_UpdateRetriesConflicts(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -216,23 +121,6 @@ func TestStore_TooBigTransactionFails(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-func TestStore_ClosedStoreRefusesWork(t *testing.T) {
-	t.Parallel()
-	s := openDisk(t)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Errorf("second Close = %v, want nil", err)
-	}
-	noop := func(engine.Tx) error { return nil }
-	for name, err := range map[string]error{"Update": s.Update(noop), "View": s.View(noop), "Sync": s.Sync()} {
-		if !errors.Is(err, engine.ErrClosed) {
-			t.Errorf("%s after Close = %v, want engine.ErrClosed", name, err)
-		}
-	}
 }
 
 // TestStore_ConcurrentUpdatesAndSyncs runs writers that each commit their own

@@ -2648,7 +2648,11 @@ type DescribeWorkflowRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	WorkflowId string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
 	// Long-poll until the workflow is closed (or the call's deadline).
-	WaitForClose  bool `protobuf:"varint,2,opt,name=wait_for_close,json=waitForClose,proto3" json:"wait_for_close,omitempty"`
+	WaitForClose bool `protobuf:"varint,2,opt,name=wait_for_close,json=waitForClose,proto3" json:"wait_for_close,omitempty"`
+	// Only the workflow itself: no pending or finished activities, which the
+	// daemon would otherwise read and send (one record per activity of a
+	// fan-out). What a client waiting for the result asks for.
+	WorkflowOnly  bool `protobuf:"varint,3,opt,name=workflow_only,json=workflowOnly,proto3" json:"workflow_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2693,6 +2697,13 @@ func (x *DescribeWorkflowRequest) GetWorkflowId() string {
 func (x *DescribeWorkflowRequest) GetWaitForClose() bool {
 	if x != nil {
 		return x.WaitForClose
+	}
+	return false
+}
+
+func (x *DescribeWorkflowRequest) GetWorkflowOnly() bool {
+	if x != nil {
+		return x.WorkflowOnly
 	}
 	return false
 }
@@ -6009,11 +6020,12 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x05input\x18\x04 \x01(\fR\x05input\"8\n" +
 	"\x15StartWorkflowResponse\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
-	"workflowId\"`\n" +
+	"workflowId\"\x85\x01\n" +
 	"\x17DescribeWorkflowRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12$\n" +
-	"\x0ewait_for_close\x18\x02 \x01(\bR\fwaitForClose\"\xeb\x01\n" +
+	"\x0ewait_for_close\x18\x02 \x01(\bR\fwaitForClose\x12#\n" +
+	"\rworkflow_only\x18\x03 \x01(\bR\fworkflowOnly\"\xeb\x01\n" +
 	"\x18DescribeWorkflowResponse\x124\n" +
 	"\bworkflow\x18\x01 \x01(\v2\x18.durable.v1.WorkflowInfoR\bworkflow\x12J\n" +
 	"\x12pending_activities\x18\x02 \x03(\v2\x1b.durable.v1.PendingActivityR\x11pendingActivities\x12M\n" +

@@ -1,4 +1,4 @@
-package badger
+package storetest
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ func testWorkflowRoundTrip(h *harness) {
 		wantNotFound(t, "GetWorkflow before Put", err)
 		return nil
 	})
-	w := newWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0)
+	w := NewWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0)
 	w.Info.Status = durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING
 	h.update(func(tx engine.Tx) error { return tx.PutWorkflow(w) })
 	h.written()
@@ -27,7 +27,7 @@ func testWorkflowRoundTrip(h *harness) {
 		wantEqual(t, "workflow", got, w)
 		return nil
 	})
-	w2 := newWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0)
+	w2 := NewWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0)
 	w2.Info.Status = durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED
 	w2.Info.Result = []byte("done")
 	h.update(func(tx engine.Tx) error { return tx.PutWorkflow(w2) })
@@ -47,7 +47,7 @@ func testListWorkflowsPages(h *harness) {
 	none := durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE
 	h.update(func(tx engine.Tx) error {
 		for _, id := range []string{"w3", "w1", "w5", "w2", "w4"} {
-			if err := tx.PutWorkflow(newWorkflow(id, none, 0, 0)); err != nil {
+			if err := tx.PutWorkflow(NewWorkflow(id, none, 0, 0)); err != nil {
 				return err
 			}
 		}
@@ -147,10 +147,10 @@ func testHistoryInEventOrder(h *harness) {
 func testActivitiesOfOneWorkflow(h *harness) {
 	t := h.t
 	h.update(putActivities(
-		newActivity("wf", "1", scheduled, 0, 1),
-		newActivity("wf", "2", started, 0, 2),
-		newActivity("wf1", "1", retrying, 0, 3),
-		newActivity("w", "f1", deadLettered, 0, 4),
+		NewActivity("wf", "1", scheduled, 0, 1),
+		NewActivity("wf", "2", started, 0, 2),
+		NewActivity("wf1", "1", retrying, 0, 3),
+		NewActivity("w", "f1", deadLettered, 0, 4),
 	))
 	h.written()
 	h.view(func(tx engine.Tx) error {
@@ -158,7 +158,7 @@ func testActivitiesOfOneWorkflow(h *harness) {
 		if err != nil {
 			return err
 		}
-		wantEqual(t, "activity wf/2", got, newActivity("wf", "2", started, 0, 2))
+		wantEqual(t, "activity wf/2", got, NewActivity("wf", "2", started, 0, 2))
 		_, err = tx.GetActivity("wf", "3")
 		wantNotFound(t, "GetActivity(wf, 3)", err)
 
@@ -274,79 +274,28 @@ func testActivityIDsAreNeverReleased(h *harness) {
 	}
 }
 
-func testFailedUpdateWritesNothing(h *harness) {
-	t := h.t
-	boom := errors.New("boom")
-	err := h.s.Update(func(tx engine.Tx) error {
-		if err := tx.PutActivity(newActivity("wf", "1", scheduled, 0, 1)); err != nil {
-			return err
-		}
-		if err := tx.SetCounter(9); err != nil {
-			return err
-		}
-		return boom
-	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("Update = %v, want fn's error", err)
-	}
-	h.written()
-	h.view(func(tx engine.Tx) error {
-		_, err := tx.GetActivity("wf", "1")
-		wantNotFound(t, "activity of a failed update", err)
-		if n, _ := tx.Counter(); n != 0 {
-			t.Errorf("counter of a failed update = %d, want 0", n)
-		}
-		return nil
-	})
-	wantStrings(t, "queue after a failed update", h.queued(engine.ActivityTask, "q", 10), nil)
-}
-
-func testUpdateReadsItsOwnWrites(h *harness) {
-	t := h.t
-	h.update(func(tx engine.Tx) error {
-		if err := tx.PutActivity(newActivity("wf", "1", scheduled, 0, 1)); err != nil {
-			return err
-		}
-		es, err := tx.Queued(engine.ActivityTask, "q", 10)
-		if err != nil {
-			return err
-		}
-		if len(es) != 1 || es[0].ActivityID != "1" {
-			t.Errorf("Queued in the writing transaction = %+v, want wf/1", es)
-		}
-		a, err := tx.GetActivity("wf", "1")
-		if err != nil {
-			return err
-		}
-		a.Info.State = started
-		a.Info.LeaseDeadline = at(0)
-		if err := tx.PutActivity(a); err != nil {
-			return err
-		}
-		if es, err := tx.Queued(engine.ActivityTask, "q", 10); err != nil || len(es) != 0 {
-			t.Errorf("Queued after starting in the same transaction = %+v, %v; want none", es, err)
-		}
-		return nil
-	})
-}
-
 func testOversizedInputsAreInvalid(h *harness) {
 	t := h.t
-	long := strings.Repeat("x", maxPartLen+1)
-	err := h.s.Update(func(tx engine.Tx) error { return tx.PutActivity(newActivity(long, "1", scheduled, 0, 1)) })
+	maxID, maxRecord := h.opened.MaxIDLen, h.opened.MaxRecordSize
 	var inv *engine.InvalidError
-	if !errors.As(err, &inv) || inv.Field != "workflow_id" {
-		t.Errorf("PutActivity with a long workflow id = %v, want *engine.InvalidError on workflow_id", err)
+	if maxID > 0 {
+		long := strings.Repeat("x", maxID+1)
+		err := h.s.Update(func(tx engine.Tx) error { return tx.PutActivity(NewActivity(long, "1", scheduled, 0, 1)) })
+		if !errors.As(err, &inv) || inv.Field != "workflow_id" {
+			t.Errorf("PutActivity with a long workflow id = %v, want *engine.InvalidError on workflow_id", err)
+		}
+		err = h.s.Update(func(tx engine.Tx) error { return tx.PutWorkflow(NewWorkflow(strings.Repeat("y", maxID), 0, 0, 0)) })
+		if err != nil {
+			t.Errorf("PutWorkflow with an id of exactly %d bytes = %v, want nil", maxID, err)
+		}
 	}
-	err = h.s.Update(func(tx engine.Tx) error { return tx.PutWorkflow(newWorkflow(strings.Repeat("y", maxPartLen), 0, 0, 0)) })
-	if err != nil {
-		t.Errorf("PutWorkflow with an id of exactly %d bytes = %v, want nil", maxPartLen, err)
-	}
-	huge := newActivity("wf", "1", scheduled, 0, 1)
-	huge.Input = make([]byte, maxRecordSizeOnDisk)
-	err = h.s.Update(func(tx engine.Tx) error { return tx.PutActivity(huge) })
-	if !errors.As(err, &inv) || inv.Field != "record" {
-		t.Errorf("PutActivity of a record over %d bytes = %v, want *engine.InvalidError on record", maxRecordSize, err)
+	if maxRecord > 0 {
+		huge := NewActivity("wf", "1", scheduled, 0, 1)
+		huge.Input = make([]byte, maxRecord)
+		err := h.s.Update(func(tx engine.Tx) error { return tx.PutActivity(huge) })
+		if !errors.As(err, &inv) || inv.Field != "record" {
+			t.Errorf("PutActivity of a record over %d bytes = %v, want *engine.InvalidError on record", maxRecord, err)
+		}
 	}
 	wantStrings(t, "queue after refused writes", h.queued(engine.ActivityTask, "q", 10), nil)
 }

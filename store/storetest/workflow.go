@@ -1,4 +1,4 @@
-package badger
+package storetest
 
 import (
 	"time"
@@ -7,10 +7,10 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
-// workflowWithStatus is a workflow of status st; a closed one closed at
-// t0+closed.
-func workflowWithStatus(id string, st durablev1.WorkflowStatus, closed time.Duration) *durablev1.WorkflowRecord {
-	w := newWorkflow(id, durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0)
+// WorkflowWithStatus returns a workflow of status st with no workflow task;
+// a closed one closed at T0+closed.
+func WorkflowWithStatus(id string, st durablev1.WorkflowStatus, closed time.Duration) *durablev1.WorkflowRecord {
+	w := NewWorkflow(id, durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0)
 	w.Info.Status = st
 	if st != durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING {
 		w.Info.CloseTime = at(closed)
@@ -40,8 +40,8 @@ func (h *harness) closedSince(since time.Duration, limit int) []string {
 	h.t.Helper()
 	var out []string
 	h.view(func(tx engine.Tx) error {
-		return tx.ClosedWorkflows(t0.Add(since), func(w *durablev1.WorkflowRecord) bool {
-			out = append(out, w.GetInfo().GetWorkflowId()+"@"+w.GetInfo().GetCloseTime().AsTime().Sub(t0).String())
+		return tx.ClosedWorkflows(T0.Add(since), func(w *durablev1.WorkflowRecord) bool {
+			out = append(out, w.GetInfo().GetWorkflowId()+"@"+w.GetInfo().GetCloseTime().AsTime().Sub(T0).String())
 			return len(out) < limit
 		})
 	})
@@ -64,17 +64,17 @@ func testWorkflowStatusIndexesFollowTheRecord(h *harness) {
 		wantRunning []string
 		wantClosed  []string
 	}{
-		{"Started", []*durablev1.WorkflowRecord{workflowWithStatus("b", running, 0), workflowWithStatus("a", running, 0), workflowWithStatus("c", running, 0)},
+		{"Started", []*durablev1.WorkflowRecord{WorkflowWithStatus("b", running, 0), WorkflowWithStatus("a", running, 0), WorkflowWithStatus("c", running, 0)},
 			[]string{"a", "b", "c"}, nil},
-		{"OneCompleted", []*durablev1.WorkflowRecord{workflowWithStatus("b", completed, time.Minute)},
+		{"OneCompleted", []*durablev1.WorkflowRecord{WorkflowWithStatus("b", completed, time.Minute)},
 			[]string{"a", "c"}, []string{"b@1m0s"}},
-		{"TwoMoreClosed", []*durablev1.WorkflowRecord{workflowWithStatus("a", failed, time.Hour), workflowWithStatus("c", completed, time.Second)},
+		{"TwoMoreClosed", []*durablev1.WorkflowRecord{WorkflowWithStatus("a", failed, time.Hour), WorkflowWithStatus("c", completed, time.Second)},
 			nil, []string{"a@1h0m0s", "b@1m0s", "c@1s"}},
-		{"ClosedAgainLater", []*durablev1.WorkflowRecord{workflowWithStatus("c", failed, 2*time.Hour)},
+		{"ClosedAgainLater", []*durablev1.WorkflowRecord{WorkflowWithStatus("c", failed, 2*time.Hour)},
 			nil, []string{"c@2h0m0s", "a@1h0m0s", "b@1m0s"}},
-		{"RunningAgain", []*durablev1.WorkflowRecord{workflowWithStatus("a", running, 0)},
+		{"RunningAgain", []*durablev1.WorkflowRecord{WorkflowWithStatus("a", running, 0)},
 			[]string{"a"}, []string{"c@2h0m0s", "b@1m0s"}},
-		{"WithoutStatus", []*durablev1.WorkflowRecord{newWorkflow("d", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0)},
+		{"WithoutStatus", []*durablev1.WorkflowRecord{NewWorkflow("d", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0)},
 			[]string{"a"}, []string{"c@2h0m0s", "b@1m0s"}},
 	}
 	for _, st := range steps {
@@ -99,11 +99,11 @@ func testClosedWorkflowsWindow(h *harness) {
 	h.update(func(tx engine.Tx) error {
 		for i, d := range []time.Duration{-time.Hour, 0, time.Nanosecond, time.Minute, time.Minute, 24 * time.Hour} {
 			id := string(rune('a' + i))
-			if err := tx.PutWorkflow(workflowWithStatus(id, durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED, d)); err != nil {
+			if err := tx.PutWorkflow(WorkflowWithStatus(id, durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED, d)); err != nil {
 				return err
 			}
 		}
-		return tx.PutWorkflow(workflowWithStatus("running", durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING, 0))
+		return tx.PutWorkflow(WorkflowWithStatus("running", durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING, 0))
 	})
 	h.written()
 	all := []string{"f@24h0m0s", "e@1m0s", "d@1m0s", "c@1ns", "b@0s", "a@-1h0m0s"}

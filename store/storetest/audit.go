@@ -1,4 +1,4 @@
-package badger
+package storetest
 
 import (
 	"errors"
@@ -62,13 +62,20 @@ func testAuditNewestFirstAndPaged(h *harness) {
 		})
 		return err
 	})
-	h.view(func(tx engine.Tx) error {
-		_, err := tx.AuditRecords(workflowKey("not-a-cursor"), func(*durablev1.AuditRecord) bool { return true })
-		if !errors.As(err, new(*engine.InvalidError)) {
-			t.Errorf("AuditRecords with a foreign cursor: err = %v, want *engine.InvalidError", err)
-		}
-		return nil
+	// A cursor of another list, and bytes that are no cursor at all.
+	h.update(func(tx engine.Tx) error {
+		return tx.PutOperation(operationRecord(1, durablev1.OperationState_OPERATION_STATE_RUNNING))
 	})
+	_, operationCursor := h.operationIDs(nil, 1)
+	for name, cursor := range map[string][]byte{"OperationCursor": operationCursor, "Garbage": []byte("not-a-cursor")} {
+		h.view(func(tx engine.Tx) error {
+			_, err := tx.AuditRecords(cursor, func(*durablev1.AuditRecord) bool { return true })
+			if !errors.As(err, new(*engine.InvalidError)) {
+				t.Errorf("AuditRecords with a foreign cursor (%s): err = %v, want *engine.InvalidError", name, err)
+			}
+			return nil
+		})
+	}
 }
 
 func testAuditDeleteBefore(h *harness) {
@@ -83,14 +90,14 @@ func testAuditDeleteBefore(h *harness) {
 	})
 	var n int
 	h.update(func(tx engine.Tx) (err error) {
-		n, err = tx.DeleteAuditBefore(t0.Add(3*time.Hour), 2)
+		n, err = tx.DeleteAuditBefore(T0.Add(3*time.Hour), 2)
 		return err
 	})
 	if n != 2 {
 		t.Errorf("DeleteAuditBefore with limit 2 deleted %d", n)
 	}
 	h.update(func(tx engine.Tx) (err error) {
-		n, err = tx.DeleteAuditBefore(t0.Add(3*time.Hour), 100)
+		n, err = tx.DeleteAuditBefore(T0.Add(3*time.Hour), 100)
 		return err
 	})
 	if n != 1 {

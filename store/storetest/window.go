@@ -1,4 +1,4 @@
-package badger
+package storetest
 
 import (
 	"fmt"
@@ -12,25 +12,25 @@ import (
 // with every put and delete, a count that falls to zero is gone, and they
 // are what a reopened store reads.
 func testActivityCountsFollowTheRecords(h *harness) {
-	elsewhere := newActivity("wf", "x", retrying, time.Hour, 9)
+	elsewhere := NewActivity("wf", "x", retrying, time.Hour, 9)
 	elsewhere.Info.TaskQueue = "q2"
 	h.update(putActivities(
-		newActivity("wf", "a", scheduled, 0, 1),
-		newActivity("wf", "b", scheduled, 0, 2),
-		newActivity("wf", "c", retrying, time.Hour, 3),
-		newActivity("wf", "d", started, time.Minute, 4),
+		NewActivity("wf", "a", scheduled, 0, 1),
+		NewActivity("wf", "b", scheduled, 0, 2),
+		NewActivity("wf", "c", retrying, time.Hour, 3),
+		NewActivity("wf", "d", started, time.Minute, 4),
 		elsewhere,
 	))
 	h.update(func(tx engine.Tx) error {
 		// b starts, its own write again changes nothing, d is dead-lettered
 		// and then deleted, c is deleted.
-		if err := tx.PutActivity(newActivity("wf", "b", started, time.Minute, 2)); err != nil {
+		if err := tx.PutActivity(NewActivity("wf", "b", started, time.Minute, 2)); err != nil {
 			return err
 		}
-		if err := tx.PutActivity(newActivity("wf", "b", started, 2*time.Minute, 2)); err != nil {
+		if err := tx.PutActivity(NewActivity("wf", "b", started, 2*time.Minute, 2)); err != nil {
 			return err
 		}
-		if err := tx.PutActivity(newActivity("wf", "d", deadLettered, 0, 4)); err != nil {
+		if err := tx.PutActivity(NewActivity("wf", "d", deadLettered, 0, 4)); err != nil {
 			return err
 		}
 		if err := tx.DeleteActivity("wf", "d"); err != nil {
@@ -64,24 +64,24 @@ func testQueuedInSeeksEveryQueue(h *harness) {
 		return a
 	}
 	h.update(putActivities(
-		newActivity("wf", "a", scheduled, 0, 1),
-		newActivity("wf", "b", retrying, time.Minute, 2),
-		newActivity("wf", "c", retrying, time.Hour, 3),
-		newActivity("wf", "d", started, time.Minute, 4),
-		inQueue(newActivity("wf", "e", retrying, time.Minute, 5), "q2"),
-		inQueue(newActivity("wf", "f", retrying, 2*time.Hour, 6), "q2"),
-		inQueue(newActivity("wf", "g", retrying, 30*time.Second, 7), "p"),
-		inQueue(newActivity("wf", "h", scheduled, 0, 8), "long queue name"),
+		NewActivity("wf", "a", scheduled, 0, 1),
+		NewActivity("wf", "b", retrying, time.Minute, 2),
+		NewActivity("wf", "c", retrying, time.Hour, 3),
+		NewActivity("wf", "d", started, time.Minute, 4),
+		inQueue(NewActivity("wf", "e", retrying, time.Minute, 5), "q2"),
+		inQueue(NewActivity("wf", "f", retrying, 2*time.Hour, 6), "q2"),
+		inQueue(NewActivity("wf", "g", retrying, 30*time.Second, 7), "p"),
+		inQueue(NewActivity("wf", "h", scheduled, 0, 8), "long queue name"),
 	))
 	h.update(func(tx engine.Tx) error {
-		return tx.PutWorkflow(newWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_SCHEDULED, time.Minute, 9))
+		return tx.PutWorkflow(NewWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_SCHEDULED, time.Minute, 9))
 	})
 	h.written()
 	in := func(r engine.TimeRange, limit int) []string {
 		var out []string
 		h.view(func(tx engine.Tx) error {
 			return tx.QueuedIn(engine.ActivityTask, r, func(e engine.QueueEntry) bool {
-				out = append(out, fmt.Sprintf("%s:%s@%v", e.Queue, e.ActivityID, e.Due.Sub(t0)))
+				out = append(out, fmt.Sprintf("%s:%s@%v", e.Queue, e.ActivityID, e.Due.Sub(T0)))
 				return len(out) < limit
 			})
 		})
@@ -94,10 +94,10 @@ func testQueuedInSeeksEveryQueue(h *harness) {
 		want  []string
 	}{
 		{"All", engine.TimeRange{}, 100, []string{"p:g@30s", "q:a@0s", "q:b@1m0s", "q:c@1h0m0s", "q2:e@1m0s", "q2:f@2h0m0s", "long queue name:h@0s"}},
-		{"Before", engine.TimeRange{Before: t0.Add(time.Minute)}, 100, []string{"p:g@30s", "q:a@0s", "long queue name:h@0s"}},
-		{"Window", engine.TimeRange{From: t0.Add(time.Minute), Before: t0.Add(2 * time.Hour)}, 100, []string{"q:b@1m0s", "q:c@1h0m0s", "q2:e@1m0s"}},
-		{"From", engine.TimeRange{From: t0.Add(time.Hour)}, 100, []string{"q:c@1h0m0s", "q2:f@2h0m0s"}},
-		{"Empty", engine.TimeRange{From: t0.Add(3 * time.Hour)}, 100, nil},
+		{"Before", engine.TimeRange{Before: T0.Add(time.Minute)}, 100, []string{"p:g@30s", "q:a@0s", "long queue name:h@0s"}},
+		{"Window", engine.TimeRange{From: T0.Add(time.Minute), Before: T0.Add(2 * time.Hour)}, 100, []string{"q:b@1m0s", "q:c@1h0m0s", "q2:e@1m0s"}},
+		{"From", engine.TimeRange{From: T0.Add(time.Hour)}, 100, []string{"q:c@1h0m0s", "q2:f@2h0m0s"}},
+		{"Empty", engine.TimeRange{From: T0.Add(3 * time.Hour)}, 100, nil},
 		{"Stops", engine.TimeRange{}, 2, []string{"p:g@30s", "q:a@0s"}},
 	}
 	for _, tt := range tests {
@@ -106,7 +106,7 @@ func testQueuedInSeeksEveryQueue(h *harness) {
 	var wf []string
 	h.view(func(tx engine.Tx) error {
 		return tx.QueuedIn(engine.WorkflowTask, engine.TimeRange{}, func(e engine.QueueEntry) bool {
-			wf = append(wf, fmt.Sprintf("%s:%s@%v", e.Queue, e.WorkflowID, e.Due.Sub(t0)))
+			wf = append(wf, fmt.Sprintf("%s:%s@%v", e.Queue, e.WorkflowID, e.Due.Sub(T0)))
 			return true
 		})
 	})
@@ -117,8 +117,8 @@ func testQueuedInSeeksEveryQueue(h *harness) {
 // range, earliest first.
 func testTimersInRange(h *harness) {
 	h.update(putActivities(
-		newActivity("wf", "a", started, time.Minute, 1),
-		newActivity("wf", "b", started, time.Hour, 2),
+		NewActivity("wf", "a", started, time.Minute, 1),
+		NewActivity("wf", "b", started, time.Hour, 2),
 	))
 	h.update(func(tx engine.Tx) error {
 		return tx.PutTimer(&durablev1.TimerRecord{WorkflowId: "wf", TimerId: "t", FireTime: at(30 * time.Minute)})
@@ -128,13 +128,13 @@ func testTimersInRange(h *harness) {
 		var out []string
 		h.view(func(tx engine.Tx) error {
 			return tx.TimersIn(r, func(tm engine.Timer) bool {
-				out = append(out, fmt.Sprintf("%s:%s/%s@%v", timerKindName[tm.Kind], tm.WorkflowID, tm.ID, tm.Due.Sub(t0)))
+				out = append(out, fmt.Sprintf("%s:%s/%s@%v", timerKindName[tm.Kind], tm.WorkflowID, tm.ID, tm.Due.Sub(T0)))
 				return true
 			})
 		})
 		return out
 	}
 	wantStrings(h.t, "All", in(engine.TimeRange{}), []string{"lease:wf/a@1m0s", "user:wf/t@30m0s", "lease:wf/b@1h0m0s"})
-	wantStrings(h.t, "Window", in(engine.TimeRange{From: t0.Add(time.Minute + 1), Before: t0.Add(time.Hour)}), []string{"user:wf/t@30m0s"})
-	wantStrings(h.t, "FromIncluded", in(engine.TimeRange{From: t0.Add(time.Hour)}), []string{"lease:wf/b@1h0m0s"})
+	wantStrings(h.t, "Window", in(engine.TimeRange{From: T0.Add(time.Minute + 1), Before: T0.Add(time.Hour)}), []string{"user:wf/t@30m0s"})
+	wantStrings(h.t, "FromIncluded", in(engine.TimeRange{From: T0.Add(time.Hour)}), []string{"lease:wf/b@1h0m0s"})
 }

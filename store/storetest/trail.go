@@ -1,4 +1,4 @@
-package badger
+package storetest
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ func testStateIndexFollowsTheRecord(h *harness) {
 		{"Scheduled", scheduled}, {"Started", started}, {"Retrying", retrying}, {"DeadLettered", deadLettered}, {"Redriven", scheduled},
 	}
 	for _, st := range steps {
-		h.update(putActivities(newActivity("wf", "1", st.state, time.Second, 1)))
+		h.update(putActivities(NewActivity("wf", "1", st.state, time.Second, 1)))
 		h.written()
 		for _, s := range []durablev1.ActivityState{scheduled, started, retrying, deadLettered} {
 			var want []string
@@ -57,12 +57,12 @@ func testActivitiesByStateRangesAndCursor(h *harness) {
 		return a
 	}
 	h.update(putActivities(
-		typed(newActivity("w2", "1", retrying, time.Second, 1), "Charge"),
-		typed(newActivity("w1", "1", retrying, time.Second, 2), "Charge"),
-		typed(newActivity("w1", "2", retrying, time.Second, 3), "Email"),
-		typed(newActivity("w3", "1", scheduled, time.Second, 4), "Charge"),
-		typed(newActivity("w3", "2", deadLettered, time.Second, 5), "Charge"),
-		typed(newActivity("w4", "1", started, time.Second, 6), "Email"),
+		typed(NewActivity("w2", "1", retrying, time.Second, 1), "Charge"),
+		typed(NewActivity("w1", "1", retrying, time.Second, 2), "Charge"),
+		typed(NewActivity("w1", "2", retrying, time.Second, 3), "Email"),
+		typed(NewActivity("w3", "1", scheduled, time.Second, 4), "Charge"),
+		typed(NewActivity("w3", "2", deadLettered, time.Second, 5), "Charge"),
+		typed(NewActivity("w4", "1", started, time.Second, 6), "Email"),
 	))
 	h.written()
 	tests := []struct {
@@ -70,7 +70,8 @@ func testActivitiesByStateRangesAndCursor(h *harness) {
 		r    engine.StateRange
 		want []string
 	}{
-		// Types are length-prefixed: Email sorts before Charge.
+		// Within a state, a shorter type sorts first (Email before Charge):
+		// the order of the Badger store's length-prefixed keys.
 		{"Every", engine.StateRange{}, []string{"w3/1", "w4/1", "w1/2", "w1/1", "w2/1", "w3/2"}},
 		{"OneState", engine.StateRange{State: retrying}, []string{"w1/2", "w1/1", "w2/1"}},
 		{"StateAndType", engine.StateRange{State: retrying, ActivityType: "Charge"}, []string{"w1/1", "w2/1"}},
@@ -102,10 +103,14 @@ func testActivitiesByStateRangesAndCursor(h *harness) {
 		wantStrings(t, tt.name+" in pages", paged, tt.want)
 	}
 
-	var cursor []byte
+	var cursor, deadLetterCursor []byte
 	h.view(func(tx engine.Tx) error {
 		var err error
 		cursor, err = tx.ActivitiesByState(engine.StateRange{State: retrying}, nil, func(*durablev1.ActivityRecord) bool { return false })
+		if err != nil {
+			return err
+		}
+		deadLetterCursor, err = tx.DeadLetters(nil, func(*durablev1.ActivityRecord) bool { return false })
 		return err
 	})
 	var inv *engine.InvalidError
@@ -113,10 +118,10 @@ func testActivitiesByStateRangesAndCursor(h *harness) {
 		r      engine.StateRange
 		cursor []byte
 	}{
-		"Garbage":       {engine.StateRange{}, []byte("garbage")},
-		"DeadLetterKey": {engine.StateRange{}, deadLetterKey(t0, "w", "a")},
-		"OtherState":    {engine.StateRange{State: scheduled}, cursor},
-		"OtherType":     {engine.StateRange{State: retrying, ActivityType: "Charge"}, cursor}, // the cursor is at w1/2, an Email
+		"Garbage":          {engine.StateRange{}, []byte("garbage")},
+		"DeadLetterCursor": {engine.StateRange{}, deadLetterCursor},
+		"OtherState":       {engine.StateRange{State: scheduled}, cursor},
+		"OtherType":        {engine.StateRange{State: retrying, ActivityType: "Charge"}, cursor}, // the cursor is at w1/2, an Email
 	} {
 		err := h.s.View(func(tx engine.Tx) error {
 			_, err := tx.ActivitiesByState(c.r, c.cursor, func(*durablev1.ActivityRecord) bool { return true })
@@ -132,7 +137,7 @@ func testDeadLettersInSeeksTheTimeRange(h *harness) {
 	t := h.t
 	var as []*durablev1.ActivityRecord
 	for m := 1; m <= 5; m++ {
-		as = append(as, newActivity("wf", "d"+string(rune('0'+m)), deadLettered, time.Duration(m)*time.Minute, int64(m)))
+		as = append(as, NewActivity("wf", "d"+string(rune('0'+m)), deadLettered, time.Duration(m)*time.Minute, int64(m)))
 	}
 	h.update(putActivities(as...))
 	h.written()
@@ -155,17 +160,17 @@ func testDeadLettersInSeeksTheTimeRange(h *harness) {
 		want []string
 	}{
 		{"Open", engine.TimeRange{}, []string{"d1", "d2", "d3", "d4", "d5"}},
-		{"FromIsInclusive", engine.TimeRange{From: t0.Add(2 * time.Minute)}, []string{"d2", "d3", "d4", "d5"}},
-		{"BeforeIsExclusive", engine.TimeRange{Before: t0.Add(4 * time.Minute)}, []string{"d1", "d2", "d3"}},
-		{"Both", engine.TimeRange{From: t0.Add(90 * time.Second), Before: t0.Add(270 * time.Second)}, []string{"d2", "d3", "d4"}},
-		{"Empty", engine.TimeRange{From: t0.Add(time.Hour)}, nil},
+		{"FromIsInclusive", engine.TimeRange{From: T0.Add(2 * time.Minute)}, []string{"d2", "d3", "d4", "d5"}},
+		{"BeforeIsExclusive", engine.TimeRange{Before: T0.Add(4 * time.Minute)}, []string{"d1", "d2", "d3"}},
+		{"Both", engine.TimeRange{From: T0.Add(90 * time.Second), Before: T0.Add(270 * time.Second)}, []string{"d2", "d3", "d4"}},
+		{"Empty", engine.TimeRange{From: T0.Add(time.Hour)}, nil},
 	}
 	for _, tt := range tests {
 		got, _ := read(tt.r, nil, 100)
 		wantStrings(t, tt.name, got, tt.want)
 	}
 	// A cursor before From moves up to From; one inside the range goes on.
-	r := engine.TimeRange{From: t0.Add(3 * time.Minute)}
+	r := engine.TimeRange{From: T0.Add(3 * time.Minute)}
 	_, early := read(engine.TimeRange{}, nil, 1)
 	got, c := read(r, early, 1)
 	wantStrings(t, "cursor before the range", got, []string{"d3"})
@@ -174,7 +179,7 @@ func testDeadLettersInSeeksTheTimeRange(h *harness) {
 }
 
 func finished(wf, id string, outcome string, d time.Duration) *durablev1.FinishedActivity {
-	a := newActivity(wf, id, started, d, 0).GetInfo()
+	a := NewActivity(wf, id, started, d, 0).GetInfo()
 	a.Attempts = []*durablev1.AttemptRecord{
 		{Attempt: 1, Identity: "w-1", StartedTime: at(0), EndedTime: at(time.Second), Failure: &durablev1.Failure{Type: "Boom", Message: "down"}},
 		{Attempt: 2, Identity: "w-2", StartedTime: at(2 * time.Second), EndedTime: at(d)},
@@ -217,7 +222,7 @@ func testFinishedActivitiesRoundTrip(h *harness) {
 	h.update(func(tx engine.Tx) error { return tx.PutFinishedActivity(moved) })
 	h.written()
 	h.update(func(tx engine.Tx) error {
-		n, err := tx.DeleteFinishedBefore(t0.Add(30*time.Minute), 10)
+		n, err := tx.DeleteFinishedBefore(T0.Add(30*time.Minute), 10)
 		if n != 2 {
 			t.Errorf("deleted %d before +30m, want 2 (wf/1 and wf-other/1)", n)
 		}
@@ -249,7 +254,7 @@ func testFinishedDeleteBefore(h *harness) {
 		var n int
 		h.update(func(tx engine.Tx) error {
 			var err error
-			n, err = tx.DeleteFinishedBefore(t0.Add(d), limit)
+			n, err = tx.DeleteFinishedBefore(T0.Add(d), limit)
 			return err
 		})
 		return n

@@ -1,4 +1,4 @@
-package badger
+package storetest
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
-// hourRecord is an hourly latency record of typ, h hours after t0.
+// hourRecord is an hourly latency record of typ, h hours after T0.
 func hourRecord(typ string, h int, attempts int64) *durablev1.LatencyRecord {
 	return &durablev1.LatencyRecord{ActivityType: typ, Hour: at(time.Duration(h) * time.Hour), Attempts: attempts, Buckets: []int64{attempts}}
 }
@@ -17,7 +17,7 @@ func hourRecord(typ string, h int, attempts int64) *durablev1.LatencyRecord {
 func hours(ls []*durablev1.LatencyRecord) []string {
 	var out []string
 	for _, l := range ls {
-		out = append(out, fmt.Sprintf("%s@%d", l.GetActivityType(), int(l.GetHour().AsTime().Sub(t0)/time.Hour)))
+		out = append(out, fmt.Sprintf("%s@%d", l.GetActivityType(), int(l.GetHour().AsTime().Sub(T0)/time.Hour)))
 	}
 	return out
 }
@@ -49,19 +49,19 @@ func testLatencyHoursWindow(h *harness) {
 		return out
 	}
 	wantStrings(t, "every hour", hours(window(time.Time{})), []string{"Ship@1", "Ship@5", "Charge@0", "Charge@2", "Charge@3", "Refund@0"})
-	got := window(t0.Add(2 * time.Hour))
-	wantStrings(t, "hours from t0+2h", hours(got), []string{"Ship@5", "Charge@2", "Charge@3"})
+	got := window(T0.Add(2 * time.Hour))
+	wantStrings(t, "hours from T0+2h", hours(got), []string{"Ship@5", "Charge@2", "Charge@3"})
 	if len(got) > 1 && got[1].GetAttempts() != 7 {
 		t.Errorf("rewritten hour has %d attempts, want 7", got[1].GetAttempts())
 	}
-	wantStrings(t, "hours from t0+6h", hours(window(t0.Add(6*time.Hour))), nil)
+	wantStrings(t, "hours from T0+6h", hours(window(T0.Add(6*time.Hour))), nil)
 	h.view(func(tx engine.Tx) error {
-		l, err := tx.GetLatencyHour("Charge", t0.Add(3*time.Hour))
+		l, err := tx.GetLatencyHour("Charge", T0.Add(3*time.Hour))
 		if err != nil {
 			return err
 		}
-		wantEqual(t, "Charge at t0+3h", l, hourRecord("Charge", 3, 3))
-		_, err = tx.GetLatencyHour("Charge", t0.Add(4*time.Hour))
+		wantEqual(t, "Charge at T0+3h", l, hourRecord("Charge", 3, 3))
+		_, err = tx.GetLatencyHour("Charge", T0.Add(4*time.Hour))
 		wantNotFound(t, "GetLatencyHour of an hour not written", err)
 		return nil
 	})
@@ -95,29 +95,29 @@ func testLatencyHoursTrim(h *harness) {
 	})
 	var old []*durablev1.LatencyRecord
 	h.view(func(tx engine.Tx) (err error) {
-		old, err = tx.LatencyHoursBefore(t0.Add(8*time.Hour), 100)
+		old, err = tx.LatencyHoursBefore(T0.Add(8*time.Hour), 100)
 		return err
 	})
-	wantStrings(t, "hours before t0+8h", hours(old), []string{"A@0", "Ship@2", "Charge@0", "Charge@1"})
+	wantStrings(t, "hours before T0+8h", hours(old), []string{"A@0", "Ship@2", "Charge@0", "Charge@1"})
 	h.view(func(tx engine.Tx) (err error) {
-		old, err = tx.LatencyHoursBefore(t0.Add(8*time.Hour), 2)
+		old, err = tx.LatencyHoursBefore(T0.Add(8*time.Hour), 2)
 		return err
 	})
-	wantStrings(t, "the first 2 hours before t0+8h", hours(old), []string{"A@0", "Ship@2"})
+	wantStrings(t, "the first 2 hours before T0+8h", hours(old), []string{"A@0", "Ship@2"})
 	h.update(func(tx engine.Tx) error {
 		for _, l := range old {
 			if err := tx.DeleteLatencyHour(l.GetActivityType(), l.GetHour().AsTime()); err != nil {
 				return err
 			}
 		}
-		return tx.DeleteLatencyHour("Nope", t0)
+		return tx.DeleteLatencyHour("Nope", T0)
 	})
 	h.written()
 	h.view(func(tx engine.Tx) (err error) {
-		old, err = tx.LatencyHoursBefore(t0.Add(8*time.Hour), 100)
+		old, err = tx.LatencyHoursBefore(T0.Add(8*time.Hour), 100)
 		return err
 	})
-	wantStrings(t, "hours before t0+8h after deleting two", hours(old), []string{"Charge@0", "Charge@1"})
+	wantStrings(t, "hours before T0+8h after deleting two", hours(old), []string{"Charge@0", "Charge@1"})
 }
 
 func testPolicyOverrides(h *harness) {

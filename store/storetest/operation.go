@@ -1,4 +1,4 @@
-package badger
+package storetest
 
 import (
 	"errors"
@@ -35,14 +35,14 @@ func testGetAudit(h *harness) {
 	h.update(func(tx engine.Tx) error { return tx.PutAudit(auditRecord(5, time.Minute)) })
 	h.written()
 	h.view(func(tx engine.Tx) error {
-		r, err := tx.GetAudit(t0.Add(time.Minute), 5)
+		r, err := tx.GetAudit(T0.Add(time.Minute), 5)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantEqual(t, "audit record", r, auditRecord(5, time.Minute))
-		_, err = tx.GetAudit(t0, 5)
+		_, err = tx.GetAudit(T0, 5)
 		wantNotFound(t, "audit record under another time", err)
-		_, err = tx.GetAudit(t0.Add(time.Minute), 6)
+		_, err = tx.GetAudit(T0.Add(time.Minute), 6)
 		wantNotFound(t, "audit record of another id", err)
 		return nil
 	})
@@ -84,12 +84,20 @@ func testOperationsNewestFirstAndPaged(h *harness) {
 		wantEqual(t, "rewritten operation", r, done)
 		_, err = tx.GetOperation(1)
 		wantNotFound(t, "deleted operation", err)
-		_, err = tx.Operations(auditKey(t0, 1), func(*durablev1.OperationRecord) bool { return true })
-		if !errors.As(err, new(*engine.InvalidError)) {
-			t.Errorf("Operations with a foreign cursor: err = %v, want *engine.InvalidError", err)
-		}
 		return nil
 	})
+	// A cursor of another list, and bytes that are no cursor at all.
+	h.update(func(tx engine.Tx) error { return tx.PutAudit(auditRecord(1, 0)) })
+	_, auditCursor := h.auditIDs(nil, 1)
+	for name, cursor := range map[string][]byte{"AuditCursor": auditCursor, "Garbage": []byte("not-a-cursor")} {
+		h.view(func(tx engine.Tx) error {
+			_, err := tx.Operations(cursor, func(*durablev1.OperationRecord) bool { return true })
+			if !errors.As(err, new(*engine.InvalidError)) {
+				t.Errorf("Operations with a foreign cursor (%s): err = %v, want *engine.InvalidError", name, err)
+			}
+			return nil
+		})
+	}
 }
 
 func testOperationItemsInOrder(h *harness) {
@@ -162,8 +170,8 @@ func testOperationItemsInOrder(h *harness) {
 		return err
 	})
 	h.view(func(tx engine.Tx) error {
-		if _, err := tx.OperationItems(9, 0, 3); !errors.Is(err, errCorrupt) {
-			t.Errorf("a list missing its first item: err = %v, want errCorrupt", err)
+		if got, err := tx.OperationItems(9, 0, 3); err == nil {
+			t.Errorf("a list missing its first item = %v, want an error: a list with a hole is corrupt", render(got))
 		}
 		return nil
 	})

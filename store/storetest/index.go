@@ -1,4 +1,4 @@
-package badger
+package storetest
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 // entries exist. A bystander in another queue must never move.
 func testActivityTransitionsMoveIndexEntries(h *harness) {
 	t := h.t
-	bystander := newActivity("other", "1", scheduled, 5*time.Second, 9)
+	bystander := NewActivity("other", "1", scheduled, 5*time.Second, 9)
 	bystander.Info.TaskQueue = "other"
 	h.update(putActivities(bystander))
 
@@ -24,7 +24,7 @@ func testActivityTransitionsMoveIndexEntries(h *harness) {
 		a.Info.ExpirationTime = at(time.Hour)
 		return a
 	}
-	redriven := newActivity("wf", "1", scheduled, 3*time.Minute, 3)
+	redriven := NewActivity("wf", "1", scheduled, 3*time.Minute, 3)
 	redriven.Info.Options = &durablev1.ActivityOptions{ScheduleToStartTimeout: durationpb.New(10 * time.Second)}
 	steps := []struct {
 		name       string
@@ -33,13 +33,13 @@ func testActivityTransitionsMoveIndexEntries(h *harness) {
 		wantTimers []string
 		wantDLQ    []string
 	}{
-		{"Scheduled", withBudget(newActivity("wf", "1", scheduled, time.Second, 1)),
+		{"Scheduled", withBudget(NewActivity("wf", "1", scheduled, time.Second, 1)),
 			[]string{"wf/1@1s#1"}, []string{"sts:wf/1@11s", "stc:wf/1@1h0m0s"}, nil},
-		{"Started", withBudget(newActivity("wf", "1", started, 30*time.Second, 1)),
+		{"Started", withBudget(NewActivity("wf", "1", started, 30*time.Second, 1)),
 			nil, []string{"lease:wf/1@30s", "stc:wf/1@1h0m0s"}, nil},
-		{"Retrying", withBudget(newActivity("wf", "1", retrying, 40*time.Second, 2)),
+		{"Retrying", withBudget(NewActivity("wf", "1", retrying, 40*time.Second, 2)),
 			[]string{"wf/1@40s#2"}, []string{"sts:wf/1@50s", "stc:wf/1@1h0m0s"}, nil},
-		{"DeadLettered", withBudget(newActivity("wf", "1", deadLettered, 2*time.Minute, 2)),
+		{"DeadLettered", withBudget(NewActivity("wf", "1", deadLettered, 2*time.Minute, 2)),
 			nil, nil, []string{"wf/1"}},
 		{"Redriven", redriven,
 			[]string{"wf/1@3m0s#3"}, []string{"sts:wf/1@3m10s"}, nil},
@@ -70,14 +70,14 @@ func testWorkflowTaskTransitionsMoveIndexEntries(h *harness) {
 		wantQueue  []string
 		wantTimers []string
 	}{
-		{"None", newWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0), nil, nil},
-		{"Scheduled", newWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_SCHEDULED, 5*time.Second, 4),
+		{"None", NewWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 0), nil, nil},
+		{"Scheduled", NewWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_SCHEDULED, 5*time.Second, 4),
 			[]string{"wf/@5s#4"}, nil},
-		{"Started", newWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_STARTED, 20*time.Second, 4),
+		{"Started", NewWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_STARTED, 20*time.Second, 4),
 			nil, []string{"wtlease:wf/@20s"}},
-		{"ScheduledAgain", newWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_SCHEDULED, 25*time.Second, 6),
+		{"ScheduledAgain", NewWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_SCHEDULED, 25*time.Second, 6),
 			[]string{"wf/@25s#6"}, nil},
-		{"Done", newWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 6), nil, nil},
+		{"Done", NewWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_NONE, 0, 6), nil, nil},
 	}
 	for _, st := range steps {
 		h.update(func(tx engine.Tx) error { return tx.PutWorkflow(st.rec) })
@@ -90,19 +90,19 @@ func testWorkflowTaskTransitionsMoveIndexEntries(h *harness) {
 
 func testQueuedOrderAndLimit(h *harness) {
 	t := h.t
-	elsewhere := newActivity("wf", "x", scheduled, 0, 0)
+	elsewhere := NewActivity("wf", "x", scheduled, 0, 0)
 	elsewhere.Info.TaskQueue = "q2"
 	h.update(putActivities(
-		newActivity("wf", "a", scheduled, 2*time.Second, 1),
-		newActivity("wf", "b", retrying, time.Second, 5),
-		newActivity("wf", "c", scheduled, time.Second, 3),
-		newActivity("wf", "d", scheduled, 3*time.Second, 0),
-		newActivity("wf", "e", retrying, time.Second, 4),
-		newActivity("wf", "f", started, 0, 0),
+		NewActivity("wf", "a", scheduled, 2*time.Second, 1),
+		NewActivity("wf", "b", retrying, time.Second, 5),
+		NewActivity("wf", "c", scheduled, time.Second, 3),
+		NewActivity("wf", "d", scheduled, 3*time.Second, 0),
+		NewActivity("wf", "e", retrying, time.Second, 4),
+		NewActivity("wf", "f", started, 0, 0),
 		elsewhere,
 	))
 	h.update(func(tx engine.Tx) error {
-		return tx.PutWorkflow(newWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_SCHEDULED, 0, 2))
+		return tx.PutWorkflow(NewWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_SCHEDULED, 0, 2))
 	})
 	h.written()
 	all := []string{"wf/c@1s#3", "wf/e@1s#4", "wf/b@1s#5", "wf/a@2s#1", "wf/d@3s#0"}
@@ -136,10 +136,10 @@ func testDueTimersOrderAndLimit(h *harness) {
 				return err
 			}
 		}
-		if err := tx.PutActivity(newActivity("wf", "1", started, 3*time.Second, 1)); err != nil {
+		if err := tx.PutActivity(NewActivity("wf", "1", started, 3*time.Second, 1)); err != nil {
 			return err
 		}
-		return tx.PutWorkflow(newWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_STARTED, 4*time.Second, 1))
+		return tx.PutWorkflow(NewWorkflow("wf", durablev1.WorkflowTaskState_WORKFLOW_TASK_STATE_STARTED, 4*time.Second, 1))
 	})
 	h.written()
 	all := []string{"user:wf/t2@1s", "lease:wf/1@3s", "wtlease:wf/@4s", "user:wf/t1@5s"}
@@ -184,12 +184,12 @@ func testUserTimers(h *harness) {
 
 func testDeleteActivityRemovesIndexEntries(h *harness) {
 	t := h.t
-	queuedOne := newActivity("wf", "1", scheduled, time.Second, 1)
+	queuedOne := NewActivity("wf", "1", scheduled, time.Second, 1)
 	queuedOne.Info.ExpirationTime = at(time.Hour)
 	h.update(putActivities(
 		queuedOne,
-		newActivity("wf", "2", started, time.Second, 2),
-		newActivity("wf", "3", deadLettered, time.Second, 3),
+		NewActivity("wf", "2", started, time.Second, 2),
+		NewActivity("wf", "3", deadLettered, time.Second, 3),
 	))
 	h.written()
 	h.update(func(tx engine.Tx) error {
@@ -219,7 +219,7 @@ func testDeadLettersCursor(h *harness) {
 	t := h.t
 	var as []*durablev1.ActivityRecord
 	for i, m := range []int{5, 1, 3, 2, 4} {
-		as = append(as, newActivity("wf", "d"+string(rune('0'+m)), deadLettered, time.Duration(m)*time.Minute, int64(i)))
+		as = append(as, NewActivity("wf", "d"+string(rune('0'+m)), deadLettered, time.Duration(m)*time.Minute, int64(i)))
 	}
 	h.update(putActivities(as...))
 	h.written()
@@ -242,7 +242,7 @@ func testDeadLettersCursor(h *harness) {
 	wantStrings(t, "page 1", ids, []string{"d1", "d2"})
 
 	// Redriving the letter under the cursor must not lose the cursor's place.
-	h.update(putActivities(newActivity("wf", "d2", scheduled, 0, 10)))
+	h.update(putActivities(NewActivity("wf", "d2", scheduled, 0, 10)))
 	h.written()
 	ids, c2 := page(c1)
 	wantStrings(t, "page 2", ids, []string{"d3", "d4"})

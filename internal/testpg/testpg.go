@@ -1,0 +1,122 @@
+// Package testpg runs throwaway PostgreSQL servers for tests: initdb in a
+// temporary directory, a server listening only on a unix socket in a
+// directory of its own (no TCP, so it never collides with another server or
+// test), fsync on like a real deployment, and everything stopped and removed
+// when the test ends.
+//
+// The binaries come from Debian's postgresql package (/usr/lib/postgresql/*/bin,
+// the newest version first) or from PATH. When they are missing, tests skip
+// and say which package to install; with DURABLE_TEST_POSTGRES=require set
+// (CI sets it) they fail instead, so a missing server can never pass
+// unnoticed. initdb and postgres refuse to run as root: as root, the server
+// runs as the unprivileged postgres user the package creates.
+//
+// Database gives a test a fresh database on one server shared by the test
+// binary (initdb costs about a second; a CREATE DATABASE much less); New
+// gives a test a server of its own, for tests that stop or kill it. Packages
+// that call Database call Cleanup from TestMain. Production code must not
+// import this package.
+package testpg
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RequireEnv names the environment variable that turns a skip for missing
+// binaries into a failure when it is "require".
+const RequireEnv = "DURABLE_TEST_POSTGRES"
+
+// The server Database shares within a test binary, started on first use and
+// stopped by Cleanup.
+var (
+	sharedMu  sync.Mutex
+	shared    *Server
+	sharedErr error
+	databases atomic.Int64
+)
+
+// Database creates an empty database on the test binary's shared server and
+// returns a DSN for github.com/jackc/pgx/v5 (pgx.Connect, pgxpool.New). The
+// database is dropped when t ends; the server stays for the next test until
+// Cleanup.
+func Database(t testing.TB) (dsn string) {
+	t.Helper()
+	sharedMu.Lock()
+	if shared == nil && sharedErr == nil {
+		shared, sharedErr = start(binaries(t))
+	}
+	s, err := shared, sharedErr
+	sharedMu.Unlock()
+	if err != nil {
+		t.Fatalf("testpg: %v", err)
+	}
+	return s.CreateDatabase(t)
+}
+
+// Cleanup stops the shared server Database started, if any, and removes its
+// directory. Call it from TestMain after m.Run.
+func Cleanup() {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if shared != nil {
+		shared.stop()
+		shared = nil
+	}
+	sharedErr = nil
+}
+
+// New starts a server of the test's own, stopped and removed when t ends.
+func New(t testing.TB) *Server {
+	t.Helper()
+	s, err := start(binaries(t))
+	if err != nil {
+		t.Fatalf("testpg: %v", err)
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// CreateDatabase creates an empty database on s, dropped when t ends, and
+// returns its DSN.
+func (s *Server) CreateDatabase(t testing.TB) (dsn string) {
+	t.Helper()
+	name := fmt.Sprintf("test_%d_%d", os.Getpid(), databases.Add(1))
+	if err := s.exec(context.Background(), "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("testpg: %v", err)
+	}
+	t.Cleanup(func() {
+		// WITH (FORCE) ends the connections a failed test left open.
+		if err := s.exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("testpg: %v", err)
+		}
+	})
+	return s.DSN(name)
+}
+
+// DSN returns the DSN of database db on s, as the superuser.
+func (s *Server) DSN(db string) string {
+	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", s.sockDir, s.port, s.user, db)
+}
+
+// exec runs one statement in the postgres database.
+func (s *Server) exec(ctx context.Context, sql string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("%s: %w", sql, err)
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package postgres
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+func (t *tx) PutAudit(r *durablev1.AuditRecord) error {
+	v, err := marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = t.q.Exec(t.ctx, `INSERT INTO audit (at, id, record) VALUES ($1, $2, $3)
+		ON CONFLICT (at, id) DO UPDATE SET record = excluded.record`, nanos(r.GetTime().AsTime()), r.GetId(), v)
+	if err != nil {
+		return fmt.Errorf("put audit record %d: %w", r.GetId(), err)
+	}
+	return nil
+}
+
+func (t *tx) AuditRecords(after []byte, fn func(*durablev1.AuditRecord) bool) ([]byte, error) {
+	var from *[2]int64
+	if after != nil {
+		c := newCursorReader(after, cursorAudit)
+		ref := [2]int64{c.i64(), c.i64()}
+		if !c.done() {
+			return nil, &engine.InvalidError{Field: "next_page_token", Reason: "is not a page token of the audit log"}
+		}
+		from = &ref
+	}
+	var last []byte
+	for {
+		sql := "SELECT at, id, record FROM audit ORDER BY at DESC, id DESC LIMIT $1"
+		args := []any{pageSize}
+		if from != nil {
+			sql = "SELECT at, id, record FROM audit WHERE (at, id) < ($2, $3) ORDER BY at DESC, id DESC LIMIT $1"
+			args = append(args, from[0], from[1])
+		}
+		rows, err := t.q.Query(t.ctx, sql, args...)
+		if err != nil {
+			return nil, fmt.Errorf("audit records: %w", err)
+		}
+		type row struct {
+			ref [2]int64
+			r   *durablev1.AuditRecord
+		}
+		page, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
+			var x row
+			var v []byte
+			if err := cr.Scan(&x.ref[0], &x.ref[1], &v); err != nil {
+				return x, err
+			}
+			x.r = new(durablev1.AuditRecord)
+			return x, unmarshal("audit record", v, x.r)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("audit records: %w", err)
+		}
+		for _, x := range page {
+			last = cursorWriter{cursorAudit}.i64(x.ref[0]).i64(x.ref[1])
+			if !fn(x.r) {
+				return last, nil
+			}
+		}
+		if len(page) < pageSize {
+			return last, nil
+		}
+		from = &page[len(page)-1].ref
+	}
+}
+
+func (t *tx) DeleteAuditBefore(before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	tag, err := t.q.Exec(t.ctx, `DELETE FROM audit WHERE (at, id) IN (
+		SELECT at, id FROM audit WHERE at < $1 ORDER BY at, id LIMIT $2)`, nanos(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete audit records: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+func (t *tx) GetAudit(at time.Time, id int64) (*durablev1.AuditRecord, error) {
+	r := new(durablev1.AuditRecord)
+	if err := t.get(r, fmt.Sprintf("audit record %d", id), "SELECT record FROM audit WHERE at = $1 AND id = $2", nanos(at), id); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (t *tx) GetOperation(seq int64) (*durablev1.OperationRecord, error) {
+	r := new(durablev1.OperationRecord)
+	if err := t.get(r, fmt.Sprintf("operation %d", seq), "SELECT record FROM operations WHERE seq = $1", seq); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (t *tx) PutOperation(r *durablev1.OperationRecord) error {
+	v, err := marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = t.q.Exec(t.ctx, `INSERT INTO operations (seq, record) VALUES ($1, $2)
+		ON CONFLICT (seq) DO UPDATE SET record = excluded.record`, r.GetSeq(), v)
+	if err != nil {
+		return fmt.Errorf("put operation %d: %w", r.GetSeq(), err)
+	}
+	return nil
+}
+
+func (t *tx) DeleteOperation(seq int64) error {
+	if _, err := t.q.Exec(t.ctx, "DELETE FROM operations WHERE seq = $1", seq); err != nil {
+		return fmt.Errorf("delete operation %d: %w", seq, err)
+	}
+	return nil
+}
+
+func (t *tx) Operations(after []byte, fn func(*durablev1.OperationRecord) bool) ([]byte, error) {
+	var from *int64
+	if after != nil {
+		c := newCursorReader(after, cursorOperation)
+		seq := c.i64()
+		if !c.done() {
+			return nil, &engine.InvalidError{Field: "next_page_token", Reason: "is not a page token of the operations list"}
+		}
+		from = &seq
+	}
+	var last []byte
+	for {
+		sql := "SELECT seq, record FROM operations ORDER BY seq DESC LIMIT $1"
+		args := []any{pageSize}
+		if from != nil {
+			sql = "SELECT seq, record FROM operations WHERE seq < $2 ORDER BY seq DESC LIMIT $1"
+			args = append(args, *from)
+		}
+		rows, err := t.q.Query(t.ctx, sql, args...)
+		if err != nil {
+			return nil, fmt.Errorf("operations: %w", err)
+		}
+		var seqs []int64
+		var page []*durablev1.OperationRecord
+		var seq int64
+		var v []byte
+		_, err = pgx.ForEachRow(rows, []any{&seq, &v}, func() error {
+			r := new(durablev1.OperationRecord)
+			seqs, page = append(seqs, seq), append(page, r)
+			return unmarshal("operation", v, r)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("operations: %w", err)
+		}
+		for i, r := range page {
+			last = cursorWriter{cursorOperation}.i64(seqs[i])
+			if !fn(r) {
+				return last, nil
+			}
+		}
+		if len(page) < pageSize {
+			return last, nil
+		}
+		from = &seqs[len(seqs)-1]
+	}
+}
+
+func (t *tx) PutOperationItems(seq, from int64, refs []*durablev1.ActivityRef) error {
+	batch := &pgx.Batch{}
+	for i, ref := range refs {
+		v, err := marshal(ref)
+		if err != nil {
+			return err
+		}
+		batch.Queue(`INSERT INTO operation_items (seq, idx, ref) VALUES ($1, $2, $3)
+			ON CONFLICT (seq, idx) DO UPDATE SET ref = excluded.ref`, seq, from+int64(i), v)
+	}
+	return t.send(fmt.Sprintf("put items of operation %d", seq), batch)
+}
+
+func (t *tx) OperationItems(seq, from int64, limit int) ([]*durablev1.ActivityRef, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := t.q.Query(t.ctx, "SELECT idx, ref FROM operation_items WHERE seq = $1 AND idx >= $2 ORDER BY idx LIMIT $3", seq, from, limit)
+	if err != nil {
+		return nil, fmt.Errorf("work list of operation %d: %w", seq, err)
+	}
+	var out []*durablev1.ActivityRef
+	var idx int64
+	var v []byte
+	_, err = pgx.ForEachRow(rows, []any{&idx, &v}, func() error {
+		// The work list is written whole when the operation starts, so a
+		// gap means the store lost a row.
+		if want := from + int64(len(out)); idx != want {
+			return fmt.Errorf("item %d missing: %w", want, errCorrupt)
+		}
+		ref := new(durablev1.ActivityRef)
+		out = append(out, ref)
+		return unmarshal("work item", v, ref)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("work list of operation %d: %w", seq, err)
+	}
+	return out, nil
+}
+
+func (t *tx) DeleteOperationItems(seq int64, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	tag, err := t.q.Exec(t.ctx, `DELETE FROM operation_items WHERE seq = $1 AND idx IN (
+		SELECT idx FROM operation_items WHERE seq = $1 ORDER BY idx LIMIT $2)`, seq, limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete items of operation %d: %w", seq, err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,20 @@
+// Package postgres is the engine's Store on PostgreSQL, through pgx: the
+// store for running durabled on a database that several nodes share.
+//
+// The schema is in migrations/, embedded in the binary and applied by Open
+// (schema_migrations holds the versions applied). Every record is a row
+// holding it whole, protobuf-encoded, beside the columns the store queries
+// on: activities carry their state, type, queue and dead-lettered time,
+// which partial indexes turn into the state and dead-letter lists;
+// workflows carry whether they run and when they closed. Task queue entries
+// and timers are rows of their own, derived from the records by the
+// engine's QueueEntryOf, TimersOf, WorkflowQueueEntryOf, WorkflowTimersOf
+// and UserTimerOf, and written in the same transaction (one batch, one
+// round trip) as the record. Every list returns what the Badger store
+// returns, in the same order, so the engine's contract does not depend on
+// the store: store/storetest checks both.
+//
+// Update runs serializable transactions and runs fn again when PostgreSQL
+// aborts one for a conflict; a commit is durable when it returns, so Sync
+// has nothing left to do.
+package postgres

@@ -1,0 +1,49 @@
+package postgres
+
+import (
+	"fmt"
+	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+func (t *tx) PutFinishedActivity(f *durablev1.FinishedActivity) error {
+	in := f.GetActivity()
+	wf, id := in.GetWorkflowId(), in.GetActivityId()
+	if err := firstErr(checkPart("workflow_id", wf), checkPart("activity_id", id)); err != nil {
+		return err
+	}
+	v, err := marshal(f)
+	if err != nil {
+		return err
+	}
+	_, err = t.q.Exec(t.ctx, `INSERT INTO finished_activities (workflow_id, activity_id, finished_at, record) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (workflow_id, activity_id) DO UPDATE SET finished_at = excluded.finished_at, record = excluded.record`,
+		b(wf), b(id), nanos(f.GetFinishedTime().AsTime()), v)
+	if err != nil {
+		return fmt.Errorf("put finished activity %s/%s: %w", wf, id, err)
+	}
+	return nil
+}
+
+func (t *tx) FinishedActivities(workflowID string) ([]*durablev1.FinishedActivity, error) {
+	if err := checkPart("workflow_id", workflowID); err != nil {
+		return nil, err
+	}
+	return records(t, func() *durablev1.FinishedActivity { return new(durablev1.FinishedActivity) },
+		fmt.Sprintf("finished activities of workflow %q", workflowID),
+		"SELECT record FROM finished_activities WHERE workflow_id = $1 ORDER BY activity_id", b(workflowID))
+}
+
+func (t *tx) DeleteFinishedBefore(before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	tag, err := t.q.Exec(t.ctx, `DELETE FROM finished_activities WHERE (workflow_id, activity_id) IN (
+		SELECT workflow_id, activity_id FROM finished_activities WHERE finished_at < $1
+		ORDER BY finished_at, length(workflow_id), workflow_id, activity_id LIMIT $2)`, nanos(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("finished activities: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,203 @@
+package postgres
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+func newLatency() *durablev1.LatencyRecord { return new(durablev1.LatencyRecord) }
+
+func (t *tx) GetLatency(activityType string) (*durablev1.LatencyRecord, error) {
+	if err := checkPart("activity_type", activityType); err != nil {
+		return nil, err
+	}
+	l := new(durablev1.LatencyRecord)
+	if err := t.get(l, fmt.Sprintf("latency of %q", activityType), "SELECT record FROM latency WHERE activity_type = $1", b(activityType)); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (t *tx) PutLatency(l *durablev1.LatencyRecord) error {
+	if err := checkPart("activity_type", l.GetActivityType()); err != nil {
+		return err
+	}
+	v, err := marshal(l)
+	if err != nil {
+		return err
+	}
+	_, err = t.q.Exec(t.ctx, `INSERT INTO latency (activity_type, record) VALUES ($1, $2)
+		ON CONFLICT (activity_type) DO UPDATE SET record = excluded.record`, b(l.GetActivityType()), v)
+	if err != nil {
+		return fmt.Errorf("put latency of %q: %w", l.GetActivityType(), err)
+	}
+	return nil
+}
+
+func (t *tx) ListLatency() ([]*durablev1.LatencyRecord, error) {
+	return records(t, newLatency, "list latency", "SELECT record FROM latency ORDER BY activity_type")
+}
+
+func (t *tx) GetLatencyHour(activityType string, hour time.Time) (*durablev1.LatencyRecord, error) {
+	if err := checkPart("activity_type", activityType); err != nil {
+		return nil, err
+	}
+	l := new(durablev1.LatencyRecord)
+	err := t.get(l, fmt.Sprintf("latency of %q in the hour of %s", activityType, hour.UTC().Format(time.RFC3339)),
+		"SELECT record FROM latency_hours WHERE length(activity_type) = length($1::bytea) AND activity_type = $1 AND hour = $2",
+		b(activityType), nanos(hour))
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (t *tx) PutLatencyHour(l *durablev1.LatencyRecord) error {
+	if err := checkPart("activity_type", l.GetActivityType()); err != nil {
+		return err
+	}
+	if l.GetHour() == nil {
+		return &engine.InvalidError{Field: "hour", Reason: "an hourly latency record needs its hour"}
+	}
+	v, err := marshal(l)
+	if err != nil {
+		return err
+	}
+	hour := l.GetHour().AsTime()
+	_, err = t.q.Exec(t.ctx, `INSERT INTO latency_hours (activity_type, hour, record) VALUES ($1, $2, $3)
+		ON CONFLICT (length(activity_type), activity_type, hour) DO UPDATE SET record = excluded.record`,
+		b(l.GetActivityType()), nanos(hour), v)
+	if err != nil {
+		return fmt.Errorf("put latency of %q in the hour of %s: %w", l.GetActivityType(), hour.UTC().Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+const latencyHourOrder = "length(activity_type), activity_type, hour"
+
+func (t *tx) LatencyHours(since time.Time, fn func(*durablev1.LatencyRecord) bool) error {
+	var lastType []byte
+	var lastHour int64
+	for first := true; ; first = false {
+		sql := "SELECT activity_type, hour, record FROM latency_hours WHERE hour >= $2 ORDER BY " + latencyHourOrder + " LIMIT $1"
+		args := []any{pageSize, nanos(since)}
+		if !first {
+			sql = `SELECT activity_type, hour, record FROM latency_hours WHERE hour >= $2
+				AND (length(activity_type), activity_type, hour) > (length($3::bytea), $3, $4) ORDER BY ` + latencyHourOrder + " LIMIT $1"
+			args = append(args, lastType, lastHour)
+		}
+		page, err := t.latencyPage(sql, args, &lastType, &lastHour)
+		if err != nil {
+			return err
+		}
+		for _, l := range page {
+			if !fn(l) {
+				return nil
+			}
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+	}
+}
+
+func (t *tx) latencyPage(sql string, args []any, lastType *[]byte, lastHour *int64) ([]*durablev1.LatencyRecord, error) {
+	rows, err := t.q.Query(t.ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("latency hours: %w", err)
+	}
+	var out []*durablev1.LatencyRecord
+	var v []byte
+	_, err = pgx.ForEachRow(rows, []any{lastType, lastHour, &v}, func() error {
+		l := new(durablev1.LatencyRecord)
+		out = append(out, l)
+		return unmarshal("latency hour", v, l)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("latency hours: %w", err)
+	}
+	return out, nil
+}
+
+func (t *tx) LatencyHoursBefore(before time.Time, limit int) ([]*durablev1.LatencyRecord, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var typ []byte
+	var hour int64
+	return t.latencyPage("SELECT activity_type, hour, record FROM latency_hours WHERE hour < $1 ORDER BY "+latencyHourOrder+" LIMIT $2",
+		[]any{nanos(before), limit}, &typ, &hour)
+}
+
+func (t *tx) DeleteLatencyHour(activityType string, hour time.Time) error {
+	if err := checkPart("activity_type", activityType); err != nil {
+		return err
+	}
+	_, err := t.q.Exec(t.ctx, "DELETE FROM latency_hours WHERE length(activity_type) = length($1::bytea) AND activity_type = $1 AND hour = $2",
+		b(activityType), nanos(hour))
+	if err != nil {
+		return fmt.Errorf("delete latency of %q in the hour of %s: %w", activityType, hour.UTC().Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+// queueName names a task queue in messages; "" is every queue.
+func queueName(q string) string {
+	if q == "" {
+		return "every queue"
+	}
+	return fmt.Sprintf("queue %q", q)
+}
+
+func (t *tx) GetPolicyOverride(activityType, taskQueue string) (*durablev1.PolicyOverride, error) {
+	if err := firstErr(checkPart("activity_type", activityType), checkPart("task_queue", taskQueue)); err != nil {
+		return nil, err
+	}
+	o := new(durablev1.PolicyOverride)
+	err := t.get(o, fmt.Sprintf("policy override of %q on %s", activityType, queueName(taskQueue)),
+		`SELECT record FROM policy_overrides WHERE length(activity_type) = length($1::bytea) AND activity_type = $1 AND task_queue = $2`,
+		b(activityType), b(taskQueue))
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func (t *tx) PutPolicyOverride(o *durablev1.PolicyOverride) error {
+	typ, queue := o.GetActivityType(), o.GetTaskQueue()
+	if err := firstErr(checkPart("activity_type", typ), checkPart("task_queue", queue)); err != nil {
+		return err
+	}
+	v, err := marshal(o)
+	if err != nil {
+		return err
+	}
+	_, err = t.q.Exec(t.ctx, `INSERT INTO policy_overrides (activity_type, task_queue, record) VALUES ($1, $2, $3)
+		ON CONFLICT (length(activity_type), activity_type, task_queue) DO UPDATE SET record = excluded.record`, b(typ), b(queue), v)
+	if err != nil {
+		return fmt.Errorf("put policy override of %q on %s: %w", typ, queueName(queue), err)
+	}
+	return nil
+}
+
+func (t *tx) DeletePolicyOverride(activityType, taskQueue string) error {
+	if err := firstErr(checkPart("activity_type", activityType), checkPart("task_queue", taskQueue)); err != nil {
+		return err
+	}
+	_, err := t.q.Exec(t.ctx, `DELETE FROM policy_overrides WHERE length(activity_type) = length($1::bytea) AND activity_type = $1 AND task_queue = $2`,
+		b(activityType), b(taskQueue))
+	if err != nil {
+		return fmt.Errorf("delete policy override of %q on %s: %w", activityType, queueName(taskQueue), err)
+	}
+	return nil
+}
+
+func (t *tx) PolicyOverrides() ([]*durablev1.PolicyOverride, error) {
+	return records(t, func() *durablev1.PolicyOverride { return new(durablev1.PolicyOverride) }, "policy overrides",
+		"SELECT record FROM policy_overrides ORDER BY length(activity_type), activity_type, task_queue")
+}

@@ -1,0 +1,130 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tinyllm/durable/engine"
+)
+
+// maxAttempts bounds how often Update runs fn when PostgreSQL aborts the
+// transaction for a serialization failure or a deadlock.
+const maxAttempts = 10
+
+// Options configure a Store.
+type Options struct {
+	// MaxConns bounds the connections to the database (0: pgx's default,
+	// the larger of 4 and the number of CPUs).
+	MaxConns int32
+}
+
+// Store is an engine.Store on PostgreSQL. It is safe for concurrent use, and
+// any number of Stores, in any number of processes, may share one database.
+type Store struct {
+	pool   *pgxpool.Pool
+	closed atomic.Bool
+	once   sync.Once
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// Open connects to the database dsn names (a PostgreSQL URL or key=value
+// string), brings its schema to this binary's version and returns the store.
+func Open(dsn string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres dsn: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	ctx := context.Background()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Update runs fn in one serializable transaction and commits it when fn
+// returns nil. When PostgreSQL aborts it for a conflict with a concurrent
+// transaction, fn runs again on fresh data, up to a bounded number of
+// attempts; fn must therefore have no effects outside the transaction that a
+// re-run would repeat. A commit is durable when Update returns.
+func (s *Store) Update(fn func(engine.Tx) error) error {
+	if s.closed.Load() {
+		return engine.ErrClosed
+	}
+	ctx := context.Background()
+	var err error
+	for range maxAttempts {
+		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(ptx pgx.Tx) error {
+			t := &tx{ctx: ctx, q: ptx}
+			if err := fn(t); err != nil {
+				return err
+			}
+			return t.flushCounts()
+		})
+		if !retryable(err) {
+			return s.mapErr(err)
+		}
+	}
+	return fmt.Errorf("transaction conflicted %d times: %w", maxAttempts, err)
+}
+
+// View runs fn in a read-only transaction that sees one consistent snapshot.
+func (s *Store) View(fn func(engine.Tx) error) error {
+	if s.closed.Load() {
+		return engine.ErrClosed
+	}
+	ctx := context.Background()
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	return s.mapErr(pgx.BeginTxFunc(ctx, s.pool, opts, func(ptx pgx.Tx) error {
+		return fn(&tx{ctx: ctx, q: ptx, readOnly: true})
+	}))
+}
+
+// Sync returns at once: PostgreSQL makes a transaction durable before its
+// commit returns (synchronous_commit on), so every committed transaction is
+// already on disk.
+func (s *Store) Sync() error {
+	if s.closed.Load() {
+		return engine.ErrClosed
+	}
+	return nil
+}
+
+// Close closes the connections. Later calls do nothing.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		s.pool.Close()
+	})
+	return nil
+}
+
+// retryable reports whether PostgreSQL aborted a transaction that would
+// succeed if run again: a serialization failure or a deadlock.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// mapErr turns the errors of a closed pool into engine.ErrClosed.
+func (s *Store) mapErr(err error) error {
+	if err != nil && s.closed.Load() && !errors.Is(err, engine.ErrClosed) {
+		return fmt.Errorf("%w: %w", engine.ErrClosed, err)
+	}
+	return err
+}

@@ -1,0 +1,401 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// pageSize is how many rows a list reads per query before it calls back.
+const pageSize = 256
+
+// tx is one PostgreSQL transaction seen through engine.Tx. A record and the
+// rows derived from it (queue entries, timers) are written in one batch, one
+// round trip.
+type tx struct {
+	ctx      context.Context
+	q        pgx.Tx
+	readOnly bool
+	// counts holds the moves of the activity counts not yet written, by
+	// queue and state, written once when the transaction ends (flushCounts).
+	counts map[countRef]int64
+}
+
+var _ engine.Tx = (*tx)(nil)
+
+// get reads one record column into m; no row is engine.ErrNotFound.
+func (t *tx) get(m proto.Message, what, sql string, args ...any) error {
+	var v []byte
+	err := t.q.QueryRow(t.ctx, sql, args...).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, engine.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return unmarshal(what, v, m)
+}
+
+// records reads the record column of every row of a query, in order.
+func records[M proto.Message](t *tx, newM func() M, what, sql string, args ...any) ([]M, error) {
+	rows, err := t.q.Query(t.ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var out []M
+	var v []byte
+	_, err = pgx.ForEachRow(rows, []any{&v}, func() error {
+		m := newM()
+		out = append(out, m)
+		return unmarshal(what, v, m)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// send runs the statements of a batch in one round trip.
+func (t *tx) send(what string, batch *pgx.Batch) error {
+	if err := t.q.SendBatch(t.ctx, batch).Close(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+func (t *tx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
+	if err := checkPart("workflow_id", id); err != nil {
+		return nil, err
+	}
+	w := new(durablev1.WorkflowRecord)
+	if err := t.get(w, fmt.Sprintf("workflow %q", id), "SELECT record FROM workflows WHERE workflow_id = $1", b(id)); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (t *tx) PutWorkflow(w *durablev1.WorkflowRecord) error {
+	in := w.GetInfo()
+	id := in.GetWorkflowId()
+	if err := firstErr(checkPart("workflow_id", id), checkPart("task_queue", in.GetTaskQueue())); err != nil {
+		return err
+	}
+	v, err := marshal(w)
+	if err != nil {
+		return err
+	}
+	running := in.GetStatus() == durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING
+	var closedAt *int64
+	if st := in.GetStatus(); st != durablev1.WorkflowStatus_WORKFLOW_STATUS_UNSPECIFIED && !running {
+		n := nanos(in.GetCloseTime().AsTime())
+		closedAt = &n
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(`INSERT INTO workflows (workflow_id, record, running, closed_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (workflow_id) DO UPDATE SET record = excluded.record, running = excluded.running, closed_at = excluded.closed_at`,
+		b(id), v, running, closedAt)
+	batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = '' AND kind = $2", b(id), int16(engine.WorkflowTask))
+	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = '' AND kind = $2", b(id), int16(engine.WorkflowTaskLeaseTimer))
+	if e, ok := engine.WorkflowQueueEntryOf(w); ok {
+		queueInsert(batch, e)
+	}
+	for _, tm := range engine.WorkflowTimersOf(w) {
+		timerInsert(batch, tm)
+	}
+	return t.send(fmt.Sprintf("put workflow %q", id), batch)
+}
+
+func queueInsert(batch *pgx.Batch, e engine.QueueEntry) {
+	batch.Queue("INSERT INTO queue (kind, task_queue, due, seq, workflow_id, activity_id) VALUES ($1, $2, $3, $4, $5, $6)",
+		int16(e.Kind), b(e.Queue), nanos(e.Due), e.Seq, b(e.WorkflowID), b(e.ActivityID))
+}
+
+func timerInsert(batch *pgx.Batch, tm engine.Timer) {
+	batch.Queue("INSERT INTO timers (due, kind, workflow_id, id) VALUES ($1, $2, $3, $4)",
+		nanos(tm.Due), int16(tm.Kind), b(tm.WorkflowID), b(tm.ID))
+}
+
+func (t *tx) ListWorkflows(after string, limit int) ([]*durablev1.WorkflowRecord, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	return records(t, newWorkflow, "list workflows",
+		"SELECT record FROM workflows WHERE workflow_id > $1 ORDER BY workflow_id LIMIT $2", b(after), limit)
+}
+
+func newWorkflow() *durablev1.WorkflowRecord { return new(durablev1.WorkflowRecord) }
+func newActivity() *durablev1.ActivityRecord { return new(durablev1.ActivityRecord) }
+func newEvent() *durablev1.HistoryEvent      { return new(durablev1.HistoryEvent) }
+
+func (t *tx) AppendEvents(workflowID string, events []*durablev1.HistoryEvent) error {
+	if err := checkPart("workflow_id", workflowID); err != nil {
+		return err
+	}
+	batch := &pgx.Batch{}
+	for _, ev := range events {
+		v, err := marshal(ev)
+		if err != nil {
+			return fmt.Errorf("append event %d of workflow %q: %w", ev.GetEventId(), workflowID, err)
+		}
+		batch.Queue(`INSERT INTO history (workflow_id, event_id, event) VALUES ($1, $2, $3)
+			ON CONFLICT (workflow_id, event_id) DO UPDATE SET event = excluded.event`, b(workflowID), ev.GetEventId(), v)
+	}
+	return t.send(fmt.Sprintf("append events of workflow %q", workflowID), batch)
+}
+
+func (t *tx) History(workflowID string) ([]*durablev1.HistoryEvent, error) {
+	if err := checkPart("workflow_id", workflowID); err != nil {
+		return nil, err
+	}
+	return records(t, newEvent, fmt.Sprintf("history of workflow %q", workflowID),
+		"SELECT event FROM history WHERE workflow_id = $1 ORDER BY event_id", b(workflowID))
+}
+
+func (t *tx) HistoryRange(workflowID string, from, through int64) ([]*durablev1.HistoryEvent, error) {
+	if err := checkPart("workflow_id", workflowID); err != nil {
+		return nil, err
+	}
+	from = max(from, 1)
+	if through < from {
+		return nil, nil
+	}
+	return records(t, newEvent, fmt.Sprintf("history of workflow %q", workflowID),
+		"SELECT event FROM history WHERE workflow_id = $1 AND event_id BETWEEN $2 AND $3 ORDER BY event_id", b(workflowID), from, through)
+}
+
+func (t *tx) GetActivity(workflowID, activityID string) (*durablev1.ActivityRecord, error) {
+	if err := firstErr(checkPart("workflow_id", workflowID), checkPart("activity_id", activityID)); err != nil {
+		return nil, err
+	}
+	a := new(durablev1.ActivityRecord)
+	err := t.get(a, fmt.Sprintf("activity %s/%s", workflowID, activityID),
+		"SELECT record FROM activities WHERE workflow_id = $1 AND activity_id = $2", b(workflowID), b(activityID))
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
+	in := a.GetInfo()
+	wf, id := in.GetWorkflowId(), in.GetActivityId()
+	if err := firstErr(checkPart("workflow_id", wf), checkPart("activity_id", id), checkPart("task_queue", in.GetTaskQueue()),
+		checkPart("activity_type", in.GetActivityType())); err != nil {
+		return err
+	}
+	v, err := marshal(a)
+	if err != nil {
+		return err
+	}
+	var deadAt *int64
+	if engine.IsDeadLetter(a) {
+		n := nanos(in.GetDeadLetteredTime().AsTime())
+		deadAt = &n
+	}
+	what := fmt.Sprintf("put activity %s/%s", wf, id)
+	// The old row's queue and state, read before the statement writes the
+	// new one, move the activity counts.
+	batch := &pgx.Batch{}
+	var old *countRef
+	batch.Queue(`WITH old AS (SELECT state, task_queue FROM activities WHERE workflow_id = $1 AND activity_id = $2),
+		put AS (INSERT INTO activities (workflow_id, activity_id, record, state, activity_type, task_queue, dead_lettered_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (workflow_id, activity_id) DO UPDATE SET record = excluded.record, state = excluded.state,
+				activity_type = excluded.activity_type, task_queue = excluded.task_queue, dead_lettered_at = excluded.dead_lettered_at)
+		SELECT state, task_queue FROM old`,
+		b(wf), b(id), v, int16(in.GetState()), b(in.GetActivityType()), b(in.GetTaskQueue()), deadAt).
+		QueryRow(func(row pgx.Row) error {
+			var state int16
+			var queue []byte
+			switch err := row.Scan(&state, &queue); {
+			case errors.Is(err, pgx.ErrNoRows):
+				return nil
+			case err != nil:
+				return err
+			}
+			old = &countRef{queue: string(queue), state: durablev1.ActivityState(state)}
+			return nil
+		})
+	t.replaceActivityIndex(batch, wf, id, a)
+	if err := t.send(what, batch); err != nil {
+		return err
+	}
+	var from countRef
+	if old != nil {
+		from = *old
+	}
+	t.moveCount(from, countRefOf(a))
+	return nil
+}
+
+// replaceActivityIndex queues the statements that replace an activity's
+// queue entry and timers with those a implies (none for a nil a).
+func (t *tx) replaceActivityIndex(batch *pgx.Batch, wf, id string, a *durablev1.ActivityRecord) {
+	batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = $2 AND kind = $3", b(wf), b(id), int16(engine.ActivityTask))
+	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = ANY($3)", b(wf), b(id),
+		[]int16{int16(engine.ActivityLeaseTimer), int16(engine.ScheduleToStartTimer), int16(engine.ScheduleToCloseTimer)})
+	if a == nil {
+		return
+	}
+	if e, ok := engine.QueueEntryOf(a); ok {
+		queueInsert(batch, e)
+	}
+	for _, tm := range engine.TimersOf(a) {
+		timerInsert(batch, tm)
+	}
+}
+
+func (t *tx) DeleteActivity(workflowID, activityID string) error {
+	old, err := t.GetActivity(workflowID, activityID)
+	if err != nil {
+		return err
+	}
+	batch := &pgx.Batch{}
+	batch.Queue("DELETE FROM activities WHERE workflow_id = $1 AND activity_id = $2", b(workflowID), b(activityID))
+	t.replaceActivityIndex(batch, workflowID, activityID, nil)
+	if err := t.send(fmt.Sprintf("delete activity %s/%s", workflowID, activityID), batch); err != nil {
+		return err
+	}
+	t.moveCount(countRefOf(old), countRef{})
+	return nil
+}
+
+func (t *tx) UseActivityID(workflowID, activityID string) (bool, error) {
+	if err := firstErr(checkPart("workflow_id", workflowID), checkPart("activity_id", activityID)); err != nil {
+		return false, err
+	}
+	tag, err := t.q.Exec(t.ctx, "INSERT INTO activity_ids (workflow_id, activity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+		b(workflowID), b(activityID))
+	if err != nil {
+		return false, fmt.Errorf("activity id %s/%s: %w", workflowID, activityID, err)
+	}
+	return tag.RowsAffected() == 0, nil
+}
+
+func (t *tx) Activities(workflowID string) ([]*durablev1.ActivityRecord, error) {
+	if err := checkPart("workflow_id", workflowID); err != nil {
+		return nil, err
+	}
+	return records(t, newActivity, fmt.Sprintf("activities of workflow %q", workflowID),
+		"SELECT record FROM activities WHERE workflow_id = $1 ORDER BY activity_id", b(workflowID))
+}
+
+// ScanActivities reads every activity in pages, in the Badger store's
+// order: by workflow id (shorter first), then activity id.
+func (t *tx) ScanActivities(fn func(*durablev1.ActivityRecord) bool) error {
+	var lastWF, lastID []byte
+	for first := true; ; first = false {
+		sql := `SELECT workflow_id, activity_id, record FROM activities
+			ORDER BY length(workflow_id), workflow_id, activity_id LIMIT $1`
+		args := []any{pageSize}
+		if !first {
+			sql = `SELECT workflow_id, activity_id, record FROM activities
+				WHERE (length(workflow_id), workflow_id, activity_id) > (length($2::bytea), $2, $3)
+				ORDER BY length(workflow_id), workflow_id, activity_id LIMIT $1`
+			args = append(args, lastWF, lastID)
+		}
+		rows, err := t.q.Query(t.ctx, sql, args...)
+		if err != nil {
+			return fmt.Errorf("scan activities: %w", err)
+		}
+		var page []*durablev1.ActivityRecord
+		var v []byte
+		_, err = pgx.ForEachRow(rows, []any{&lastWF, &lastID, &v}, func() error {
+			a := new(durablev1.ActivityRecord)
+			page = append(page, a)
+			return unmarshal("activity", v, a)
+		})
+		if err != nil {
+			return fmt.Errorf("scan activities: %w", err)
+		}
+		for _, a := range page {
+			if !fn(a) {
+				return nil
+			}
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+	}
+}
+
+func (t *tx) GetTimer(workflowID, timerID string) (*durablev1.TimerRecord, error) {
+	if err := firstErr(checkPart("workflow_id", workflowID), checkPart("timer_id", timerID)); err != nil {
+		return nil, err
+	}
+	r := new(durablev1.TimerRecord)
+	err := t.get(r, fmt.Sprintf("timer %s/%s", workflowID, timerID),
+		"SELECT record FROM user_timers WHERE workflow_id = $1 AND timer_id = $2", b(workflowID), b(timerID))
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (t *tx) PutTimer(r *durablev1.TimerRecord) error {
+	wf, id := r.GetWorkflowId(), r.GetTimerId()
+	if err := firstErr(checkPart("workflow_id", wf), checkPart("timer_id", id)); err != nil {
+		return err
+	}
+	v, err := marshal(r)
+	if err != nil {
+		return err
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(`INSERT INTO user_timers (workflow_id, timer_id, record) VALUES ($1, $2, $3)
+		ON CONFLICT (workflow_id, timer_id) DO UPDATE SET record = excluded.record`, b(wf), b(id), v)
+	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = $3", b(wf), b(id), int16(engine.UserTimer))
+	timerInsert(batch, engine.UserTimerOf(r))
+	return t.send(fmt.Sprintf("put timer %s/%s", wf, id), batch)
+}
+
+func (t *tx) DeleteTimer(workflowID, timerID string) error {
+	if _, err := t.GetTimer(workflowID, timerID); err != nil {
+		return err
+	}
+	batch := &pgx.Batch{}
+	batch.Queue("DELETE FROM user_timers WHERE workflow_id = $1 AND timer_id = $2", b(workflowID), b(timerID))
+	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = $3", b(workflowID), b(timerID), int16(engine.UserTimer))
+	return t.send(fmt.Sprintf("delete timer %s/%s", workflowID, timerID), batch)
+}
+
+// Counter returns the engine's id sequence; a new store starts at 0.
+func (t *tx) Counter() (int64, error) {
+	var n int64
+	err := t.q.QueryRow(t.ctx, "SELECT n FROM counter").Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counter: %w", err)
+	}
+	return n, nil
+}
+
+func (t *tx) SetCounter(n int64) error {
+	_, err := t.q.Exec(t.ctx, "INSERT INTO counter (n) VALUES ($1) ON CONFLICT (one) DO UPDATE SET n = excluded.n", n)
+	if err != nil {
+		return fmt.Errorf("set counter: %w", err)
+	}
+	return nil
+}
+
+// timeCond appends the conditions of r on column col to where, with its
+// parameters after those in args.
+func timeCond(where []string, args []any, col string, r engine.TimeRange) ([]string, []any) {
+	if !r.From.IsZero() {
+		args = append(args, nanos(r.From))
+		where = append(where, fmt.Sprintf("%s >= $%d", col, len(args)))
+	}
+	if !r.Before.IsZero() {
+		args = append(args, nanos(r.Before))
+		where = append(where, fmt.Sprintf("%s < $%d", col, len(args)))
+	}
+	return where, args
+}

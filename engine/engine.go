@@ -52,6 +52,7 @@ type Engine struct {
 	requests    chan *request // transitions for the batcher (see batch.go)
 	batcherDone chan struct{}
 	waiters     map[queueKey][]*waiter
+	alarms      map[queueKey]time.Time  // when each queue's alarm rings, see poll.go
 	queues      map[queueKey]*entryHeap // pending tasks by queue, see index.go
 	timers      timerSet                // the live timers kept in memory, earliest first
 	timerWake   chan struct{}
@@ -119,6 +120,7 @@ func New(store Store, opts Options) (*Engine, error) {
 		requests:      make(chan *request),
 		batcherDone:   make(chan struct{}),
 		waiters:       map[queueKey][]*waiter{},
+		alarms:        map[queueKey]time.Time{},
 		queues:        map[queueKey]*entryHeap{},
 		timerWake:     make(chan struct{}, 1),
 		watchers:      map[*watcher]struct{}{},
@@ -244,25 +246,26 @@ func (c *change) shown() bool {
 }
 
 // publishChangeLocked makes a committed change visible: its queue entries to
-// polls (waking those parked), its timers, the overrides in force, the
+// polls (waking a parked one for each entry due, setting the queue's alarm
+// for the others, see poll.go), its timers, the overrides in force, the
 // activity counts, the callers waiting for a workflow to close, watchers.
 func (e *Engine) publishChangeLocked(c *change) {
 	e.applyOverridesLocked(c.overrides)
-	var ready map[queueKey]int
-	for _, q := range c.entries {
-		e.pushEntryLocked(q)
-		k := queueKey{q.Kind, q.Queue}
-		if ready == nil {
-			ready = map[queueKey]int{}
+	if len(c.entries) > 0 {
+		now := e.now()
+		for _, q := range c.entries {
+			if !e.pushEntryLocked(q) {
+				continue
+			}
+			k := queueKey{q.Kind, q.Queue}
+			if q.Due.After(now) {
+				if len(e.waiters[k]) > 0 {
+					e.armLocked(k, q.Due)
+				}
+				continue
+			}
+			e.wakeLocked(k, 1)
 		}
-		if q.Due.After(c.now) {
-			ready[k] = -1 // a poller must wake to wait for its due time
-		} else if ready[k] >= 0 {
-			ready[k]++
-		}
-	}
-	for k, n := range ready {
-		e.wakeLocked(k, n)
 	}
 	if len(c.timers) > 0 || len(c.gone) > 0 || len(c.removed) > 0 {
 		before := e.nextTimerLocked()

@@ -32,10 +32,11 @@ func (h *entryHeap) Pop() any {
 }
 
 // pushEntryLocked queues an entry, unless it falls beyond the window (the
-// store's index holds it, and a refill brings it in, see horizon.go).
-func (e *Engine) pushEntryLocked(q QueueEntry) {
+// store's index holds it, and a refill brings it in, see horizon.go). It
+// reports whether it queued it.
+func (e *Engine) pushEntryLocked(q QueueEntry) bool {
 	if !keepEntry(q.Kind, q.Due, e.horizon) {
-		return
+		return false
 	}
 	k := queueKey{q.Kind, q.Queue}
 	h := e.queues[k]
@@ -44,6 +45,7 @@ func (e *Engine) pushEntryLocked(q QueueEntry) {
 		e.queues[k] = h
 	}
 	heap.Push(h, q)
+	return true
 }
 
 // nextTimerLocked is the due time of the earliest timer, zero when none.

@@ -16,6 +16,90 @@ type waiter struct {
 	ch chan struct{} // closed when the poll should look again
 }
 
+// A task queued for later (a retry's backoff) must reach a parked poll when
+// it falls due. The queue has one alarm for that, at the due time of its
+// earliest entry not yet due, which wakes as many parked polls as there are
+// entries due, oldest poll first, and sets itself again for the next entry
+// if polls are left parked. Polls therefore keep no timer of their own, and
+// a task queued for later wakes nobody when it is published: with a timer
+// in every poll, each retry woke every parked poll twice (when it was
+// queued, to look at the new due time, and when it fell due), and on a
+// busy machine the crowd of runnable goroutines is what made the hand-out
+// late.
+
+// armLocked makes sure the queue's alarm rings at due or before. An alarm
+// set for later stays set; it rings for nothing (see alarm).
+func (e *Engine) armLocked(k queueKey, due time.Time) {
+	if at, ok := e.alarms[k]; ok && !at.After(due) {
+		return
+	}
+	e.alarms[k] = due
+	go e.alarm(k, due)
+}
+
+// alarm waits until due and rings the queue's alarm, unless an earlier
+// alarm has taken its place (that one rings first and sets the next).
+func (e *Engine) alarm(k queueKey, due time.Time) {
+	select {
+	case <-e.clock.After(due.Sub(e.now())):
+	case <-e.closeCh:
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if at, ok := e.alarms[k]; !ok || !at.Equal(due) {
+		return
+	}
+	delete(e.alarms, k)
+	e.ringLocked(k, e.now())
+}
+
+// ringLocked wakes a parked poll for each entry of the queue due at now,
+// and sets the alarm for the earliest entry not yet due if polls stay
+// parked.
+func (e *Engine) ringLocked(k queueKey, now time.Time) {
+	parked := len(e.waiters[k])
+	if parked == 0 {
+		return // the next poll to park sets the alarm (longPoll)
+	}
+	var h entryHeap
+	if q := e.queues[k]; q != nil {
+		h = *q
+	}
+	n, next := dueAmong(h, now, parked)
+	e.wakeLocked(k, n)
+	if n < parked && !next.IsZero() {
+		e.armLocked(k, next)
+	}
+}
+
+// dueAmong counts the entries of heap h due at now, up to limit, and
+// returns the due time of the earliest entry not yet due when it counted
+// them all (zero when there is none, or when it stopped at limit). The
+// entries due form the top of the heap, so it visits only them and the
+// entries just below: the cost is the number due, at most limit.
+func dueAmong(h entryHeap, now time.Time, limit int) (n int, next time.Time) {
+	stack := []int{0}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if i >= len(h) {
+			continue
+		}
+		if h[i].Due.After(now) {
+			if next.IsZero() || h[i].Due.Before(next) {
+				next = h[i].Due
+			}
+			continue
+		}
+		if n++; n == limit {
+			return n, time.Time{}
+		}
+		stack = append(stack, 2*i+1, 2*i+2)
+	}
+	return n, next
+}
+
 // wakeLocked wakes up to n parked polls of a queue (all of them when n < 0),
 // oldest first, so a task scheduled while workers wait goes to one at once.
 func (e *Engine) wakeLocked(k queueKey, n int) {
@@ -57,8 +141,8 @@ func (e *Engine) dropWaiter(k queueKey, w *waiter) {
 
 // longPoll calls take until it returns true, the poll times out, ctx ends or
 // the engine closes. take runs without the engine's mutex; it also reports
-// the due time of the earliest entry that is not yet due, so the poll wakes
-// for it. The poll is registered as a waiter before take looks, so a task
+// the due time of the earliest entry that is not yet due, for which the
+// poll sets the queue's alarm before it parks. The poll is registered as a waiter before take looks, so a task
 // queued while take runs wakes it; the poll counts as a poller of identity
 // on the queue while it runs. A ctx that is already done makes longPoll
 // try exactly once.
@@ -84,14 +168,14 @@ func (e *Engine) longPoll(ctx context.Context, k queueKey, identity string, take
 			e.dropWaiter(k, w)
 			return ignoreClosed(err)
 		}
-		var due <-chan time.Time
 		if !next.IsZero() {
-			due = e.clock.After(next.Sub(now))
+			e.mu.Lock()
+			e.armLocked(k, next)
+			e.mu.Unlock()
 		}
 		select {
 		case <-w.ch:
 			continue
-		case <-due:
 		case <-limit:
 			limit = nil
 		case <-ctx.Done():

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +24,7 @@ var (
 	lateRate    = flag.Float64("late.rate", 200, "retries a second that fall due in BenchmarkRetryLateness")
 	lateBackoff = flag.Duration("late.backoff", 100*time.Millisecond, "the backoff of the retries BenchmarkRetryLateness measures")
 	lateWaiting = flag.Int("late.waiting", 1_000_000, "activities waiting on retry timers hours away in BenchmarkRetryLateness's second case")
+	lateDir     = flag.String("late.dir", "", "directory that keeps the waiting state of BenchmarkRetryLateness and BenchmarkWaitingThroughput between test binaries (built there once)")
 )
 
 const (
@@ -47,12 +50,10 @@ const (
 // A run takes about 50 s at the defaults. Waiting=0 runs on an otherwise
 // empty daemon (engine, on-disk Badger, fsync on, in this process);
 // Waiting=1000000 on one where a million other activities of the same queue
-// wait on retry timers 3 h away. Building that state takes minutes (8½ on a
-// busy 2-core machine; the log says how long): a thousand workflows schedule
-// a thousand activities each with a start-to-close timeout of 1 s, polls
-// lease them all and leave them, and the daemon's timers fail every lease
-// into the 3 h backoff. Each case builds its daemon once per test binary
-// and every run (-count, b.N) measures new retries over the same state.
+// wait on retry timers 3 h away. Building that state takes minutes (the
+// log says how long; see buildWaiting). Each case builds its daemon once
+// per test binary, shared with BenchmarkWaitingThroughput, and every run
+// (-count, b.N) measures new retries over the same state.
 // Each run is one b.N: use -benchtime 1x and -count for repeats. -short
 // skips the million; -late.waiting sets another number.
 //
@@ -67,12 +68,15 @@ func BenchmarkRetryLateness(b *testing.B) {
 			b.StopTimer() // each run times its own part
 			d := sharedDaemon(b, waiting)
 			var late, leased []time.Duration
+			var cpu time.Duration
 			for range b.N {
-				l, s := retryRun(b, d)
+				l, s, c := retryRun(b, d)
 				late, leased = append(late, l...), append(leased, s...)
+				cpu += c
 			}
 			reportMillis(b, "", late)
 			reportMillis(b, "daemon-", leased)
+			b.ReportMetric(float64(cpu.Microseconds())/float64(len(late)), "cpu-µs/retry")
 		})
 	}
 }
@@ -86,12 +90,20 @@ type shared struct {
 	d    *daemon
 	stop func()
 	dir  string
+	keep bool // the directory outlives the test binary (-late.dir)
 }
+
+// builtMark is the file in a -late.dir state directory that says the
+// state in it is whole.
+const builtMark = "bench-waiting-built"
 
 var (
 	sharedMu      sync.Mutex
 	sharedDaemons = map[int]*shared{}
 	runSeq        atomic.Int64 // names the workflows of each run apart
+	// binaryID names apart the workflows of test binaries that share a
+	// -late.dir state.
+	binaryID = strconv.FormatInt(time.Now().UnixNano(), 36)
 )
 
 // sharedDaemon returns the daemon, without jitter, on which waiting
@@ -103,14 +115,33 @@ func sharedDaemon(b *testing.B, waiting int) *daemon {
 	if s := sharedDaemons[waiting]; s != nil {
 		return s.d
 	}
-	dir, err := os.MkdirTemp("", "durable-bench-")
-	if err != nil {
-		b.Fatal(err)
+	// With -late.dir, the waiting state is built once into a directory
+	// named after its size and opened again by later test binaries (a
+	// restart over it), which keep it.
+	dir, keep, built := "", false, false
+	if *lateDir != "" && waiting > 0 {
+		dir, keep = filepath.Join(*lateDir, fmt.Sprintf("waiting-%d", waiting)), true
+		_, err := os.Stat(filepath.Join(dir, builtMark))
+		built = err == nil
+		if !built {
+			os.RemoveAll(dir) // a build that did not finish
+		}
+	} else {
+		var err error
+		if dir, err = os.MkdirTemp("", "durable-bench-"); err != nil {
+			b.Fatal(err)
+		}
 	}
 	d, stop := openDaemon(b, dir, setup{jitter: identity})
-	sharedDaemons[waiting] = &shared{d: d, stop: stop, dir: dir}
-	if waiting > 0 {
-		buildWaiting(b, d, waiting)
+	sharedDaemons[waiting] = &shared{d: d, stop: stop, dir: dir, keep: keep}
+	if waiting > 0 && !built {
+		took := buildWaiting(b, d.eng, lateQueue, "waiting", waiting)
+		b.Logf("waiting state: %d activities waiting on retry timers %s away, built in %s", waiting, waitingBackoff, took.Round(time.Second))
+		if keep {
+			if err := os.WriteFile(filepath.Join(dir, builtMark), nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	return d
 }
@@ -121,73 +152,11 @@ func closeSharedDaemons() {
 	defer sharedMu.Unlock()
 	for k, s := range sharedDaemons {
 		s.stop()
-		os.RemoveAll(s.dir)
+		if !s.keep {
+			os.RemoveAll(s.dir)
+		}
 		delete(sharedDaemons, k)
 	}
-}
-
-// buildWaiting leaves n activities of lateQueue waiting on retry timers
-// waitingBackoff away: workflows schedule them with a start-to-close
-// timeout of 1 s, polls lease them all, and the daemon's timers time the
-// leases out into the backoff, a batch a transaction, which is much quicker
-// than failing each over a call of its own. It logs how long that took.
-func buildWaiting(b *testing.B, d *daemon, n int) {
-	cl, err := d.dial("worker")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	c := cl.Service()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	began := time.Now()
-	opts := &durablev1.ActivityOptions{
-		TaskQueue:           lateQueue,
-		StartToCloseTimeout: durationpb.New(time.Second),
-		RetryPolicy:         &durablev1.RetryPolicy{InitialMs: waitingBackoff.Milliseconds(), MaxIntervalMs: waitingBackoff.Milliseconds(), MaxAttempts: 10},
-	}
-	// The polls end when the last activity is leased, rather than wait
-	// for more.
-	var leased atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 4 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				r, err := c.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: lateQueue, Identity: "bench-waiting", MaxTasks: 100})
-				if err != nil {
-					if ctx.Err() == nil {
-						errs <- err
-					}
-					return
-				}
-				if leased.Add(int64(len(r.GetTasks()))) >= int64(n) {
-					cancel()
-				}
-			}
-		})
-	}
-	scheduleActivities(b, c, "waiting", "waiting-wf", n, opts)
-	scheduled := time.Now()
-	wg.Wait()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
-	b.Logf("waiting state: %d activities scheduled in %s, leased by %s", n, scheduled.Sub(began).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
-	for last := time.Now(); ; {
-		q := backlog(b, c, lateQueue)
-		if q.GetLater() == int64(n) && q.GetReady() == 0 {
-			break
-		}
-		if time.Since(last) > 10*time.Second {
-			b.Logf("waiting state: %d of %d waiting after %s", q.GetLater(), n, time.Since(began).Round(time.Second))
-			last = time.Now()
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	b.Logf("waiting state: %d activities waiting on retry timers %s away, built in %s", n, waitingBackoff, time.Since(began).Round(time.Millisecond))
 }
 
 // backlog is the activity backlog of queue.
@@ -272,8 +241,9 @@ type receipt struct {
 // -late.retries activities, leases their first attempts, parks the polls,
 // then fails the attempts at -late.rate (the timed part ends when every
 // retry has been received). It returns, for each retry, how late the polls
-// received it and how late the daemon leased it, both from its due time.
-func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration) {
+// received it and how late the daemon leased it, both from its due time,
+// and the CPU time this process (daemon and clients) used meanwhile.
+func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration, cpu time.Duration) {
 	b.StopTimer()
 	n, run := *lateRetries, runSeq.Add(1)
 	cl, err := d.dial("worker")
@@ -289,7 +259,7 @@ func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration) {
 		StartToCloseTimeout: durationpb.New(time.Hour),
 		RetryPolicy:         &durablev1.RetryPolicy{InitialMs: lateBackoff.Milliseconds(), MaxIntervalMs: lateBackoff.Milliseconds(), MaxAttempts: 3},
 	}
-	ids := scheduleActivities(b, c, fmt.Sprintf("late-%d", run), fmt.Sprintf("late-wf-%d", run), n, opts)
+	ids := scheduleActivities(b, c, fmt.Sprintf("late-%s-%d", binaryID, run), fmt.Sprintf("late-wf-%s-%d", binaryID, run), n, opts)
 
 	// The first attempts, leased before the polls park: these receive
 	// retries only.
@@ -328,6 +298,7 @@ func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration) {
 	waitForParked(b, c, lateQueue, latePollers)
 
 	b.StartTimer()
+	cpuStart := cpuClock{}.now()
 	failures := make(chan []byte)
 	var failers sync.WaitGroup
 	for range concurrency {
@@ -357,6 +328,7 @@ func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration) {
 		}
 	}
 	b.StopTimer()
+	cpu = cpuClock{}.now() - cpuStart
 	cancel()
 	polls.Wait()
 
@@ -400,7 +372,7 @@ func retryRun(b *testing.B, d *daemon) (late, leased []time.Duration) {
 	}
 	close(done)
 	completers.Wait()
-	return late, leased
+	return late, leased, cpu
 }
 
 // waitForParked waits until n polls of distinct identities are parked on

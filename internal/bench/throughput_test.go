@@ -102,7 +102,12 @@ type setup struct {
 }
 
 func benchThroughput(b *testing.B, s setup) {
-	d := startDaemon(b, s)
+	runThroughput(b, startDaemon(b, s), s, "bench")
+}
+
+// runThroughput is one run of BenchmarkActivityThroughput on d, with
+// workflows named prefix-0, prefix-1, ….
+func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 	worker := exec.Command(os.Args[0], "-test.run=^$")
 	worker.Env = append(os.Environ(), envWorker+"="+d.addr, envFailOnce+"="+map[bool]string{true: "1", false: "0"}[s.failOnce],
 		envCA+"="+d.caFile, envToken+"="+d.tokens["worker"])
@@ -135,7 +140,7 @@ func benchThroughput(b *testing.B, s setup) {
 	start, cpuStart := time.Now(), cpu.now()
 	for left := b.N; left > 0; left -= perWorkflow {
 		n := min(left, perWorkflow)
-		id := fmt.Sprintf("bench-%d", len(ids))
+		id := fmt.Sprintf("%s-%d", prefix, len(ids))
 		ids = append(ids, id)
 		if _, err := c.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: id, WorkflowType: "FanOut", TaskQueue: taskQueue, Input: []byte(strconv.Itoa(n))}); err != nil {
 			b.Fatal(err)
@@ -162,6 +167,7 @@ func benchThroughput(b *testing.B, s setup) {
 
 // daemon is the daemon of one benchmark run and what its clients need.
 type daemon struct {
+	eng    *engine.Engine // in this process, for what needs no RPC
 	addr   string
 	caFile string            // set when it serves TLS
 	tokens map[string]string // role → bearer token, when auth is on
@@ -212,7 +218,7 @@ func openDaemon(tb testing.TB, dir string, s setup) (*daemon, func()) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d := &daemon{tokens: map[string]string{}}
+	d := &daemon{eng: eng, tokens: map[string]string{}}
 	var extra []grpc.ServerOption
 	if s.secure {
 		certDir := tb.TempDir()

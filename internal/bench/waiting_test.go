@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tinyllm/durable/engine"
@@ -29,12 +32,11 @@ var (
 )
 
 // BenchmarkWaitingWork measures what activities waiting on a retry hours
-// away cost a daemon that restarts over them. It builds the state through
-// the engine, as the server drives it (in this process, on-disk Badger,
-// fsync on): -waiting.n activities, a thousand per workflow, each with a
-// schedule-to-close budget of a day, whose first attempt fails into a 3 h
-// backoff. Then it closes the engine and the store, opens them again, and
-// reports
+// away cost a daemon that restarts over them. It builds the state with
+// buildWaiting (in this process, on-disk Badger, fsync on): -waiting.n
+// activities, a thousand per workflow, each with a schedule-to-close budget
+// of a day, whose first attempt timed out into a 3 h backoff. Then it
+// closes the engine and the store, opens them again, and reports
 //
 //   - start-ms: from opening the store to the first poll answered;
 //   - heap-B/waiting: the Go heap in use after a GC, over what it was before
@@ -46,8 +48,9 @@ var (
 //     the engine that built the state still open;
 //   - fill-s: how long building the state took.
 //
-// 100,000 take 35–90 s to build on two busy cores, a million 12–15 minutes
-// (hence -timeout); the restart itself takes well under a second.
+// 100,000 take one to two minutes to build on two busy cores, a million
+// 10–25 minutes (hence -timeout); the restart itself takes well under a
+// second.
 //
 //	go test -run '^$' -bench WaitingWork -benchtime 1x ./internal/bench
 //	go test -run '^$' -bench WaitingWork -benchtime 1x -timeout 60m ./internal/bench -args -waiting.n=1000000
@@ -71,9 +74,7 @@ func waitingRun(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	began := time.Now()
-	fillWaiting(b, eng, n)
-	fill := time.Since(began)
+	fill := buildWaiting(b, eng, "waiting", "waiting", n)
 	heapRun, _ := settledMemory()
 	writeHeapProfile(b, ".run")
 	if err := eng.Close(); err != nil {
@@ -86,7 +87,7 @@ func waitingRun(b *testing.B, n int) {
 
 	heap0, rss0 := settledMemory()
 	b.StartTimer()
-	began = time.Now()
+	began := time.Now()
 	st, err = badgerstore.Open(dir, badgerstore.Options{Logger: logger})
 	if err != nil {
 		b.Fatal(err)
@@ -171,73 +172,208 @@ func selfRSS() uint64 {
 	return 0
 }
 
-// fillWaiting leaves n activities on queue "waiting" retrying in 3 h: it
-// starts workflows that schedule a thousand each, then polls every first
-// attempt and fails it.
-func fillWaiting(tb testing.TB, eng *engine.Engine, n int) {
-	const perWorkflow = 1000
+// buildWaiting leaves n activities of queue waiting on retry timers
+// waitingBackoff away, through eng in this process (no RPCs), as a daemon
+// under a crowd of workers that lost their tasks would: workflows on
+// queue+"-wf", named prefix-0, prefix-1, …, schedule a thousand activities
+// each (start-to-close 1 s, schedule-to-close a day, retries 3 h apart, up
+// to 5 attempts); polls lease them all and drop them, and the engine's
+// timers time the leases out into the backoff, a batch of them a
+// transaction. It returns how long that took. The state is the engine's
+// own, written by its transitions; only the speed of building it is the
+// benchmark's.
+func buildWaiting(tb testing.TB, eng *engine.Engine, queue, prefix string, n int) time.Duration {
+	began := time.Now()
 	ctx := context.Background()
 	opts := &durablev1.ActivityOptions{
-		TaskQueue:              "waiting",
-		StartToCloseTimeout:    durationpb.New(time.Minute),
+		TaskQueue:              queue,
+		StartToCloseTimeout:    durationpb.New(time.Second),
 		ScheduleToCloseTimeout: durationpb.New(24 * time.Hour),
-		RetryPolicy:            &durablev1.RetryPolicy{InitialMs: (3 * time.Hour).Milliseconds(), MaxIntervalMs: (3 * time.Hour).Milliseconds(), MaxAttempts: 5},
+		RetryPolicy:            &durablev1.RetryPolicy{InitialMs: waitingBackoff.Milliseconds(), MaxIntervalMs: waitingBackoff.Milliseconds(), MaxAttempts: 5},
 	}
-	var scheduled atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for w := 0; w*perWorkflow < n; w++ {
-		id := fmt.Sprintf("waiting-%05d", w)
-		if _, err := eng.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: id, WorkflowType: "Wait", TaskQueue: "waiting-wf"}); err != nil {
-			tb.Fatal(err)
-		}
-		wt, err := eng.PollWorkflowTask(ctx, &durablev1.PollWorkflowTaskRequest{TaskQueue: "waiting-wf", Identity: "bench"})
-		if err != nil || len(wt.GetTaskToken()) == 0 {
-			tb.Fatalf("workflow task of %s: %v", id, err)
-		}
-		var cmds []*durablev1.Command
-		for i := range min(perWorkflow, n-w*perWorkflow) {
-			cmds = append(cmds, &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY,
-				ActivityId: strconv.Itoa(i), ActivityType: "Wait", ActivityOptions: opts})
-		}
-		if _, err := eng.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Commands: cmds}); err != nil {
-			tb.Fatal(err)
-		}
-		scheduled.Add(int64(len(cmds)))
+	size := map[string]int{} // workflow id → activities it schedules
+	var ids []string
+	for w := 0; w*perWorkflowMax < n; w++ {
+		id := fmt.Sprintf("%s-%d", prefix, w)
+		ids = append(ids, id)
+		size[id] = min(perWorkflowMax, n-w*perWorkflowMax)
 	}
-	var failed atomic.Int64
+	errs := make(chan error, 16)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for range concurrency {
-		wg.Go(func() {
-			for failed.Load() < int64(n) && pctx.Err() == nil {
-				r, err := eng.PollActivityTask(pctx, &durablev1.PollActivityTaskRequest{TaskQueue: "waiting", Identity: "bench", MaxTasks: 64})
+	fail := func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+		cancel()
+	}
+	// The polls lease as they are scheduled and stop at the last one.
+	var leased atomic.Int64
+	var polls sync.WaitGroup
+	for range 4 {
+		polls.Go(func() {
+			for leased.Load() < int64(n) && pctx.Err() == nil {
+				r, err := eng.PollActivityTask(pctx, &durablev1.PollActivityTaskRequest{TaskQueue: queue, Identity: "bench-waiting", MaxTasks: 256})
 				if err != nil {
-					errs <- err
-					cancel()
+					fail(err)
 					return
 				}
-				for _, t := range r.GetTasks() {
-					_, err := eng.FailActivityTask(pctx, &durablev1.FailActivityRequest{TaskToken: t.GetTaskToken(), Identity: "bench",
-						Failure: &durablev1.Failure{Type: "Unavailable", Message: "try again later"}})
-					if err != nil {
-						errs <- err
-						cancel()
-						return
-					}
-					if failed.Add(1) == int64(n) {
-						cancel() // the pollers still parked stop
-					}
+				if leased.Add(int64(len(r.GetTasks()))) >= int64(n) {
+					cancel()
 				}
 			}
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	next := make(chan string)
+	var schedulers sync.WaitGroup
+	for range 4 {
+		schedulers.Go(func() {
+			for id := range next {
+				if _, err := eng.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: id, WorkflowType: "Wait", TaskQueue: queue + "-wf"}); err != nil {
+					fail(err)
+					continue
+				}
+				// The task may be another goroutine's workflow's.
+				wt, err := eng.PollWorkflowTask(ctx, &durablev1.PollWorkflowTaskRequest{TaskQueue: queue + "-wf", Identity: "bench"})
+				if err != nil || len(wt.GetTaskToken()) == 0 {
+					fail(fmt.Errorf("workflow task: %d bytes of token, %v", len(wt.GetTaskToken()), err))
+					continue
+				}
+				cmds := make([]*durablev1.Command, size[wt.GetWorkflowId()])
+				for i := range cmds {
+					cmds[i] = &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY,
+						ActivityId: strconv.Itoa(i), ActivityType: "Wait", ActivityOptions: opts}
+				}
+				if _, err := eng.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Identity: "bench", Commands: cmds}); err != nil {
+					fail(err)
+				}
+			}
+		})
+	}
+	for _, id := range ids {
+		next <- id
+	}
+	close(next)
+	schedulers.Wait()
+	polls.Wait()
+	select {
+	case err := <-errs:
+		tb.Fatal(err)
+	default:
+	}
+	for last := time.Now(); ; {
+		q := engineBacklog(tb, eng, queue)
+		if q.GetLater() == int64(n) && q.GetReady() == 0 {
+			break
+		}
+		if time.Since(last) > 30*time.Second {
+			tb.Logf("waiting state: %d of %d waiting after %s", q.GetLater(), n, time.Since(began).Round(time.Second))
+			last = time.Now()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(began)
+}
+
+// engineBacklog is the activity backlog of queue as eng shows it.
+func engineBacklog(tb testing.TB, eng *engine.Engine, queue string) *durablev1.TaskBacklog {
+	r, err := eng.ListTaskQueues(context.Background(), &durablev1.ListTaskQueuesRequest{TaskQueue: queue})
+	if err != nil {
 		tb.Fatal(err)
 	}
-	if got := failed.Load(); got != int64(n) || scheduled.Load() != int64(n) {
-		tb.Fatalf("failed %d first attempts, want %d", got, n)
+	for _, q := range r.GetTaskQueues() {
+		if q.GetName() == queue {
+			return q.GetActivityTasks()
+		}
+	}
+	return &durablev1.TaskBacklog{}
+}
+
+// BenchmarkWaitingThroughput is BenchmarkActivityThroughput/Succeed (raw
+// protocol, worker in its own process, 32 in flight) on a daemon with
+// nothing waiting and on one where -late.waiting activities (a million)
+// wait on retry timers 3 h away on another queue: the cost of the
+// activities that run must not grow with those that wait. Both daemons
+// live as long as the test binary (they are BenchmarkRetryLateness's) and
+// every run adds its workflows to the same store. -count runs one case
+// its count of times, then the other: to measure pairs under the same
+// load, run the binary once per pair with -late.dir, which builds the
+// million once (minutes; the log says how long; -short skips it) and
+// opens it again in every later run.
+//
+//	go test -c -o bench.test ./internal/bench && cd internal/bench
+//	for i in 1 2 3 4 5; do ../../bench.test -test.run '^$' -test.bench WaitingThroughput -test.benchtime 20000x -test.timeout 60m -late.dir /var/tmp/durable-waiting; done
+func BenchmarkWaitingThroughput(b *testing.B) {
+	for _, waiting := range []int{0, *lateWaiting} {
+		b.Run(fmt.Sprintf("Waiting=%d", waiting), func(b *testing.B) {
+			if waiting > 0 && testing.Short() {
+				b.Skip("-short: building the waiting activities takes minutes")
+			}
+			b.StopTimer()
+			d := sharedDaemon(b, waiting)
+			b.StartTimer()
+			runThroughput(b, d, setup{}, fmt.Sprintf("bench-%s-%d", binaryID, runSeq.Add(1)))
+		})
+	}
+}
+
+// BenchmarkWaitingWatch opens a Watch stream over gRPC on the daemons of
+// BenchmarkWaitingThroughput (nothing waiting, -late.waiting waiting) and
+// reports what its snapshot costs: first-event-ms (until the first event
+// arrives), snapshot-ms (until SNAPSHOT_DONE), snapshot-MB (the encoded
+// size of the snapshot events) and the activities in it.
+//
+//	go test -run '^$' -bench WaitingWatch -benchtime 1x -count 3 -timeout 60m ./internal/bench
+func BenchmarkWaitingWatch(b *testing.B) {
+	for _, waiting := range []int{0, *lateWaiting} {
+		b.Run(fmt.Sprintf("Waiting=%d", waiting), func(b *testing.B) {
+			if waiting > 0 && testing.Short() {
+				b.Skip("-short: building the waiting activities takes minutes")
+			}
+			b.StopTimer()
+			d := sharedDaemon(b, waiting)
+			cl, err := d.dial("reader")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			var first, done []time.Duration
+			var size, acts int
+			for range b.N {
+				ctx, cancel := context.WithCancel(context.Background())
+				b.StartTimer()
+				began := time.Now()
+				stream, err := cl.Service().Watch(ctx, &durablev1.WatchRequest{}, grpc.MaxCallRecvMsgSize(1<<30))
+				if err != nil {
+					b.Fatal(err)
+				}
+				size, acts = 0, 0
+				for {
+					ev, err := stream.Recv()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if size == 0 {
+						first = append(first, time.Since(began))
+					}
+					size += proto.Size(ev)
+					acts += len(ev.GetActivities())
+					if ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
+						break
+					}
+				}
+				done = append(done, time.Since(began))
+				b.StopTimer()
+				cancel()
+			}
+			slices.Sort(first)
+			slices.Sort(done)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(float64(first[len(first)/2].Microseconds())/1e3, "first-event-ms")
+			b.ReportMetric(float64(done[len(done)/2].Microseconds())/1e3, "snapshot-ms")
+			b.ReportMetric(float64(size)/1e6, "snapshot-MB")
+			b.ReportMetric(float64(acts), "activities")
+		})
 	}
 }

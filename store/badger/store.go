@@ -68,6 +68,7 @@ type Store struct {
 	readOnly bool
 	wrote    func(bytes int) // Options.WroteFunc
 	sync     *groupSync      // nil when Sync is a no-op
+	logs     *logSync        // what sync runs; nil when it runs DB.Sync
 	// maxRecord bounds one encoded record (see maxRecordSize).
 	maxRecord int
 
@@ -102,7 +103,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.maxRecord = maxRecordSize
 	}
 	if !opts.InMemory && !opts.NoSync && !opts.ReadOnly {
-		s.sync = newGroupSync(db.Sync)
+		logs, err := newLogSync(dir)
+		if err != nil {
+			opts.logger().Warn("syncing through Badger's DB.Sync", "reason", err)
+			s.sync = newGroupSync(db.Sync)
+		} else {
+			s.logs = logs
+			s.sync = newGroupSync(logs.sync)
+		}
 	}
 	// Read-only, activities without their state index entry stay out of
 	// ListActivities, and workflows without their running or closed index
@@ -130,7 +138,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.ReadOnly {
 		close(s.gcDone) // nothing is written, so nothing becomes garbage
 	} else {
-		go collectValueLog(db, opts.logger(), s.stopGC, s.gcDone)
+		go collectValueLog(db, opts.logger(), s.stopGC, s.gcDone, s.markVlog)
 	}
 	return s, nil
 }
@@ -148,12 +156,15 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 	for range maxConflictAttempts {
 		var t *tx
 		err = s.db.Update(func(txn *badgerdb.Txn) error {
-			t = &tx{txn: txn, maxRecord: s.maxRecord}
+			t = &tx{txn: txn, maxRecord: s.maxRecord, update: true}
 			if err := fn(t); err != nil {
 				return err
 			}
 			return t.flushCounts()
 		})
+		if t != nil && t.toVlog {
+			s.markVlog()
+		}
 		if err == nil && s.wrote != nil {
 			s.wrote(t.written)
 		}
@@ -162,6 +173,14 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 		}
 	}
 	return fmt.Errorf("transaction conflicted %d times: %w", maxConflictAttempts, err)
+}
+
+// markVlog tells the next Sync that a value may have been written to the
+// value log since the last one.
+func (s *Store) markVlog() {
+	if s.logs != nil {
+		s.logs.markVlog()
+	}
 }
 
 // View runs fn in a read-only transaction that sees one consistent snapshot.
@@ -185,6 +204,9 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.sync != nil {
 			s.sync.close()
+		}
+		if s.logs != nil {
+			s.logs.close()
 		}
 		if s.stopGC != nil {
 			close(s.stopGC)

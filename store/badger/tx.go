@@ -20,8 +20,14 @@ import (
 type tx struct {
 	txn       *badgerdb.Txn
 	maxRecord int
+	// update is set in a read-write transaction, where records remembers
+	// what was read and written (known.go).
+	update  bool
+	records map[string]knownRecord
 	// written counts the bytes of the records put (Options.WroteFunc).
 	written int
+	// toVlog is set once a value went to Badger's value log (logSync).
+	toVlog bool
 	// counts holds the moves of the activity counts not yet written, by
 	// count key: a batch of transitions moves the same few counts many
 	// times, so they are written once, when the transaction ends
@@ -43,6 +49,15 @@ func (t *tx) get(key []byte, m proto.Message) error {
 	return item.Value(func(v []byte) error { return unmarshal(key, v, m) })
 }
 
+// unmarshal decodes the record at key from v, a value Badger lends only for
+// the length of an Item.Value call: every read decodes inside that call
+// rather than copying the value first. m may keep nothing of v, and does
+// not: proto.Unmarshal (default options, without UnmarshalAliasBuffer)
+// copies bytes fields (append to an empty slice), strings (string(v)) and
+// unknown fields. The copies that remain are Badger's: Txn.Get copies the
+// value out of the memtable or table (y.SafeCopy), and Item.Value copies an
+// inline value again into the item's buffer; its API offers no read without
+// them, so the lever there is reading less (known.go).
 func unmarshal(key, v []byte, m proto.Message) error {
 	if err := proto.Unmarshal(v, m); err != nil {
 		return fmt.Errorf("record at %x: %w: %w", key, errCorrupt, err)
@@ -59,6 +74,9 @@ func (t *tx) put(key []byte, m proto.Message) error {
 		return &engine.InvalidError{Field: "record", Reason: fmt.Sprintf("%d bytes encoded, more than the store's limit of %d", len(v), t.maxRecord)}
 	}
 	t.written += len(key) + len(v)
+	// Badger keeps a value in its log entry below the threshold and in the
+	// value log from it on (skipVlogAndSetThreshold).
+	t.toVlog = t.toVlog || len(v) >= valueThreshold
 	return t.txn.Set(key, v)
 }
 
@@ -95,9 +113,16 @@ func (t *tx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
 	if err := checkPart("workflow_id", id); err != nil {
 		return nil, err
 	}
+	key := workflowKey(id)
 	w := new(durablev1.WorkflowRecord)
-	if err := t.get(workflowKey(id), w); err != nil {
+	if err := t.get(key, w); err != nil {
+		if errors.Is(err, engine.ErrNotFound) {
+			t.remember(key, knownRecord{})
+		}
 		return nil, fmt.Errorf("workflow %q: %w", id, err)
+	}
+	if _, ok := t.known(key); t.update && !ok {
+		t.remember(key, knownRecord{exists: true, index: workflowIndexKeys(w)})
 	}
 	return w, nil
 }
@@ -108,18 +133,39 @@ func (t *tx) PutWorkflow(w *durablev1.WorkflowRecord) error {
 		return err
 	}
 	key := workflowKey(id)
-	var oldIdx [][]byte
-	old := new(durablev1.WorkflowRecord)
-	switch err := t.get(key, old); {
-	case err == nil:
-		oldIdx = workflowIndexKeys(old)
-	case !errors.Is(err, engine.ErrNotFound):
-		return fmt.Errorf("workflow %q: %w", id, err)
+	old, err := t.knownWorkflow(id, key)
+	if err != nil {
+		return err
 	}
+	idx := workflowIndexKeys(w)
 	if err := t.put(key, w); err != nil {
+		t.forget(key)
 		return fmt.Errorf("put workflow %q: %w", id, err)
 	}
-	return t.replaceIndex(oldIdx, workflowIndexKeys(w))
+	if err := t.replaceIndex(old.index, idx); err != nil {
+		t.forget(key)
+		return err
+	}
+	t.remember(key, knownRecord{exists: true, index: idx})
+	return nil
+}
+
+// knownWorkflow is knownActivity for a workflow.
+func (t *tx) knownWorkflow(id string, key []byte) (knownRecord, error) {
+	if k, ok := t.known(key); ok {
+		return k, nil
+	}
+	w, err := t.GetWorkflow(id)
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return knownRecord{}, nil
+	case err != nil:
+		return knownRecord{}, err
+	}
+	if k, ok := t.known(key); ok {
+		return k, nil
+	}
+	return knownRecord{exists: true, index: workflowIndexKeys(w)}, nil
 }
 
 func (t *tx) ListWorkflows(after string, limit int) ([]*durablev1.WorkflowRecord, error) {
@@ -202,11 +248,41 @@ func (t *tx) GetActivity(workflowID, activityID string) (*durablev1.ActivityReco
 	if err := firstErr(checkPart("workflow_id", workflowID), checkPart("activity_id", activityID)); err != nil {
 		return nil, err
 	}
+	key := activityKey(workflowID, activityID)
 	a := new(durablev1.ActivityRecord)
-	if err := t.get(activityKey(workflowID, activityID), a); err != nil {
+	if err := t.get(key, a); err != nil {
+		if errors.Is(err, engine.ErrNotFound) {
+			t.remember(key, knownRecord{})
+		}
 		return nil, fmt.Errorf("activity %s/%s: %w", workflowID, activityID, err)
 	}
+	if _, ok := t.known(key); t.update && !ok {
+		t.remember(key, knownActivityOf(a))
+	}
 	return a, nil
+}
+
+// knownActivity returns what the transaction knows of an activity, reading
+// it when it knows nothing yet.
+func (t *tx) knownActivity(workflowID, activityID string, key []byte) (knownRecord, error) {
+	if k, ok := t.known(key); ok {
+		return k, nil
+	}
+	a, err := t.GetActivity(workflowID, activityID)
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return knownRecord{}, nil
+	case err != nil:
+		return knownRecord{}, err
+	}
+	if k, ok := t.known(key); ok {
+		return k, nil
+	}
+	return knownActivityOf(a), nil // a view remembers nothing
+}
+
+func knownActivityOf(a *durablev1.ActivityRecord) knownRecord {
+	return knownRecord{exists: true, index: activityIndexKeys(a), count: countRefOf(a)}
 }
 
 func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
@@ -216,28 +292,27 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 		return err
 	}
 	key := activityKey(wf, id)
-	var oldIdx [][]byte
-	old := new(durablev1.ActivityRecord)
-	switch err := t.get(key, old); {
-	case err == nil:
-		oldIdx = activityIndexKeys(old)
-	case !errors.Is(err, engine.ErrNotFound):
-		return fmt.Errorf("activity %s/%s: %w", wf, id, err)
-	default:
-		old = nil
+	old, err := t.knownActivity(wf, id, key)
+	if err != nil {
+		return err
 	}
+	next := knownActivityOf(a)
 	if err := t.put(key, a); err != nil {
+		t.forget(key)
 		return fmt.Errorf("put activity %s/%s: %w", wf, id, err)
 	}
-	t.moveCount(old, a)
-	return t.replaceIndex(oldIdx, activityIndexKeys(a))
+	if err := t.replaceIndex(old.index, next.index); err != nil {
+		t.forget(key)
+		return err
+	}
+	t.moveCount(old.count, next.count)
+	t.remember(key, next)
+	return nil
 }
 
-// moveCount moves an activity from the count of its old record's queue and
-// state (none when old is nil) to that of its new one (none when next is
-// nil).
-func (t *tx) moveCount(old, next *durablev1.ActivityRecord) {
-	from, to := countRefOf(old), countRefOf(next)
+// moveCount moves an activity from one count to another; the zero countRef
+// on either side is none (a new or deleted record).
+func (t *tx) moveCount(from, to countRef) {
 	if from == to {
 		return
 	}
@@ -358,15 +433,25 @@ func (t *tx) indexVersion() (uint64, error) {
 }
 
 func (t *tx) DeleteActivity(workflowID, activityID string) error {
-	old, err := t.GetActivity(workflowID, activityID)
+	key := activityKey(workflowID, activityID)
+	old, err := t.knownActivity(workflowID, activityID, key)
 	if err != nil {
 		return err
 	}
-	if err := t.txn.Delete(activityKey(workflowID, activityID)); err != nil {
+	if !old.exists {
+		return fmt.Errorf("activity %s/%s: %w", workflowID, activityID, engine.ErrNotFound)
+	}
+	if err := t.txn.Delete(key); err != nil {
+		t.forget(key)
 		return fmt.Errorf("delete activity %s/%s: %w", workflowID, activityID, err)
 	}
-	t.moveCount(old, nil)
-	return t.replaceIndex(activityIndexKeys(old), nil)
+	if err := t.replaceIndex(old.index, nil); err != nil {
+		t.forget(key)
+		return err
+	}
+	t.moveCount(old.count, countRef{})
+	t.remember(key, knownRecord{})
+	return nil
 }
 
 func (t *tx) UseActivityID(workflowID, activityID string) (bool, error) {
@@ -394,7 +479,13 @@ func (t *tx) Activities(workflowID string) ([]*durablev1.ActivityRecord, error) 
 	err := t.each(activityPrefix(workflowID), func(k, v []byte) (bool, error) {
 		a := new(durablev1.ActivityRecord)
 		out = append(out, a)
-		return true, unmarshal(k, v, a)
+		if err := unmarshal(k, v, a); err != nil {
+			return false, err
+		}
+		if _, ok := t.known(k); t.update && !ok {
+			t.remember(k, knownActivityOf(a))
+		}
+		return true, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("activities of workflow %q: %w", workflowID, err)

@@ -30,8 +30,10 @@ const (
 	vlogGCRatio = 0.5
 )
 
-// collectValueLog runs collectOnce every vlogGCEvery until stop closes.
-func collectValueLog(db *badgerdb.DB, logger *slog.Logger, stop <-chan struct{}, done chan<- struct{}) {
+// collectValueLog runs collectOnce every vlogGCEvery until stop closes. A
+// collection rewrites live values into the value log: wrote hears of each
+// pass (logSync).
+func collectValueLog(db *badgerdb.DB, logger *slog.Logger, stop <-chan struct{}, done chan<- struct{}, wrote func()) {
 	defer close(done)
 	t := time.NewTicker(vlogGCEvery)
 	defer t.Stop()
@@ -41,7 +43,9 @@ func collectValueLog(db *badgerdb.DB, logger *slog.Logger, stop <-chan struct{},
 		case <-stop:
 			return
 		}
-		if _, err := collectOnce(db, stop); err != nil {
+		_, err := collectOnce(db, stop)
+		wrote()
+		if err != nil {
 			logger.Warn("value log garbage collection failed; it is tried again later", "err", err)
 		}
 	}

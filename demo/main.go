@@ -74,6 +74,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	durabled := fs.String("durabled", "", "durabled binary to use (default: build "+harness.DurabledPackage+")")
 	keep := fs.Bool("keep", false, "keep the run's directory (data, sink, logs) and print its path")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	store := fs.String("store", "badger", "the daemon's store: badger (a directory of the run's) or postgres (--postgres-dsn)")
+	dsn := fs.String("postgres-dsn", "", "with --store postgres, the `DSN` of a database no other durabled serves; defaults to $DURABLE_POSTGRES_DSN")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -84,6 +86,20 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo: unexpected argument %q\n", fs.Arg(0))
 		fs.Usage()
 		return 2
+	}
+
+	if *dsn == "" {
+		*dsn = os.Getenv("DURABLE_POSTGRES_DSN")
+	}
+	switch {
+	case *store != "badger" && *store != "postgres":
+		fmt.Fprintf(stderr, "demo: --store %q: want badger or postgres\n", *store)
+		return 2
+	case *store == "postgres" && *dsn == "":
+		fmt.Fprintln(stderr, "demo: --store postgres needs --postgres-dsn DSN or $DURABLE_POSTGRES_DSN")
+		return 2
+	case *store == "badger":
+		*dsn = ""
 	}
 
 	// The demo runs a daemon of its own: DURABLE_* variables meant for
@@ -129,15 +145,21 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo:", err)
 		return 1
 	}
-	c, err := harness.Start(ctx, harness.Options{Dir: dir, Durabled: bin, Worker: []string{self, "worker"}})
+	c, err := harness.Start(ctx, harness.Options{Dir: dir, Durabled: bin, Worker: []string{self, "worker"}, PostgresDSN: *dsn})
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return 1
 	}
 	defer c.Close()
-	say("durabled (pid %d) listening on %s, data %s; effects sink on %s", c.DaemonPID(), c.Addr(), filepath.Join(dir, "data"), c.SinkAddr())
+	data, workflowID := filepath.Join(dir, "data"), ""
+	if *dsn != "" {
+		// A database outlives the run: a workflow id of its own per run.
+		data, workflowID = "PostgreSQL", fmt.Sprintf("flaky-demo-%d", time.Now().Unix())
+	}
+	say("durabled (pid %d) listening on %s, data %s; effects sink on %s", c.DaemonPID(), c.Addr(), data, c.SinkAddr())
 
 	r, err := harness.RunFlaky(ctx, c, harness.FlakyPlan{
+		WorkflowID:  workflowID,
 		Input:       flaky.Input{Activities: *activities, FailRate: *failRate, Seed: *seed},
 		Workers:     *workers,
 		WorkerKills: *kills, DaemonRestarts: *restarts,

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tinyllm/durable/demo/harness"
+	"github.com/tinyllm/durable/internal/testpg"
 )
 
 var (
@@ -49,8 +50,56 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		defer testpg.Cleanup()
 		return m.Run()
 	}())
+}
+
+// TestDemoOnPostgres runs the demo twice on one PostgreSQL database, the DSN
+// from the environment: each run completes exactly once, and the second is
+// not refused for the first one's workflow.
+func TestDemoOnPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := testpg.Database(t)
+	for run := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, demoBin, "--json", "--durabled", durabledBin, "--store", "postgres",
+			"--activities", "6", "--worker-kills", "2", "--daemon-restarts", "1", "--seed", "4")
+		cmd.Env = append(os.Environ(), "DURABLE_POSTGRES_DSN="+dsn)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			t.Fatalf("run %d: demo --store postgres: %v\nstderr:\n%s", run, err, stderr.String())
+		}
+		var got map[string]any
+		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+			t.Fatalf("run %d: stdout is not one JSON object: %v\n%s", run, err, stdout.String())
+		}
+		if got["completed"] != true || got["exactly_once"] != true || got["effects_applied"] != 6.0 {
+			t.Errorf("run %d: completed %v, exactly once %v, effects applied %v; want true, true, 6", run, got["completed"], got["exactly_once"], got["effects_applied"])
+		}
+	}
+}
+
+func TestDemoStoreFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--store", "mysql"}, `--store "mysql"`},
+		{[]string{"--store", "postgres"}, "--store postgres needs --postgres-dsn"},
+	} {
+		cmd := exec.Command(demoBin, tc.args...)
+		cmd.Env = append(os.Environ(), "DURABLE_POSTGRES_DSN=")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("demo %v: %v, want exit 2 saying %q:\n%s", tc.args, err, tc.want, out)
+		}
+	}
 }
 
 func TestDemoJSONSummary(t *testing.T) {

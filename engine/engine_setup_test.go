@@ -7,7 +7,6 @@ import (
 
 	"github.com/tinyllm/durable/engine"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
-	badgerstore "github.com/tinyllm/durable/store/badger"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -20,23 +19,20 @@ type harness struct {
 	store engine.Store
 }
 
-// setup returns an engine on in-memory Badger and a fake clock at t0, with
+// setup returns an engine on an empty store (in-memory Badger, or a fresh
+// PostgreSQL database when DURABLE_TEST_STORE=postgres) and a fake clock at t0, with
 // jitter switched off unless opts says otherwise.
 func setup(t *testing.T, opts engine.Options) *harness {
 	t.Helper()
 	return setupOn(t, opts, nil)
 }
 
-// setupOn is setup with the in-memory store seen through wrap, when given.
+// setupOn is setup with the store seen through wrap, when given.
 func setupOn(t *testing.T, opts engine.Options, wrap func(engine.Store) engine.Store) *harness {
 	t.Helper()
-	mem, err := badgerstore.Open("", badgerstore.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st engine.Store = mem
+	st := openStore(t)
 	if wrap != nil {
-		st = wrap(mem)
+		st = wrap(st)
 	}
 	clock := engine.NewFakeClock(t0)
 	opts.Clock = clock

@@ -1,8 +1,9 @@
 // Command durabled is the durable daemon: it owns the Badger data directory
-// and serves the Durable gRPC service (plus grpc.health.v1 and reflection) to
-// workers, wf and wfui.
+// (or, with --store postgres, a PostgreSQL database) and serves the Durable
+// gRPC service (plus grpc.health.v1 and reflection) to workers, wf and wfui.
 //
 //	durabled --listen 127.0.0.1:7345 --data ~/.local/state/durable
+//	DURABLE_POSTGRES_DSN=postgres://durable@db/durable durabled --store postgres
 //
 // It logs "listening addr=HOST:PORT" once it accepts connections (with
 // --listen 127.0.0.1:0 the port is the one the system picked). SIGTERM or
@@ -23,6 +24,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tinyllm/durable/engine"
 	"github.com/tinyllm/durable/server"
 	badgerstore "github.com/tinyllm/durable/store/badger"
@@ -31,6 +34,8 @@ import (
 // config is everything the flags decide.
 type config struct {
 	listen              string
+	store               string
+	postgresDSN         string
 	data                string
 	dlqAfterAttempts    int
 	seed                int64
@@ -115,6 +120,11 @@ Usage:
   durabled token [--name NAME --role ROLE]   print a new bearer token and its hash
 
 It owns one data directory (a Badger database) and must be its only user.
+With --store postgres it keeps its state in a PostgreSQL database instead
+(--postgres-dsn or $DURABLE_POSTGRES_DSN; the schema is created and
+upgraded at start). One durabled serves a database: it holds an advisory
+lock on it for its life, a second one on the same database exits, and
+--data, --memory-budget, --disk-reserve and --no-sync do not apply.
 Workers, wf and wfui connect to --listen. SIGTERM or SIGINT shuts it down
 cleanly (exit code 0): health turns NOT_SERVING, waiting long polls are
 answered empty, running calls finish within --shutdown-timeout, and the data
@@ -159,6 +169,10 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:7345",
 		"`address` to serve gRPC on; port 0 picks a free port (the log line \"listening addr=...\" names it)")
+	fs.StringVar(&cfg.store, "store", storeBadger,
+		"where the state is kept: badger (a data directory of its own, --data) or postgres (a PostgreSQL database, --postgres-dsn; one node per database for now)")
+	fs.StringVar(&cfg.postgresDSN, "postgres-dsn", "",
+		"with --store postgres, the `DSN` of the database (postgres://user@host/db or key=value); defaults to $"+postgresDSNEnv+", which keeps a password out of ps")
 	fs.StringVar(&cfg.data, "data", defaultDataDir(),
 		"data `directory`, created if missing; defaults to $XDG_STATE_HOME/durable, else ~/.local/state/durable")
 	fs.IntVar(&cfg.dlqAfterAttempts, "dlq-after-attempts", 5,
@@ -224,8 +238,11 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q; see --help", strings.Join(fs.Args(), " "))
 	}
+	if err := checkStoreFlags(fs, &cfg); err != nil {
+		return config{}, err
+	}
 	switch {
-	case cfg.data == "":
+	case cfg.store == storeBadger && cfg.data == "":
 		return config{}, errors.New("--data is required: no home directory to default to")
 	case cfg.dlqAfterAttempts < 1 || cfg.dlqAfterAttempts > 10000:
 		return config{}, fmt.Errorf("--dlq-after-attempts must be in [1, 10000], got %d", cfg.dlqAfterAttempts)
@@ -253,6 +270,44 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 			badgerstore.FormatSize(uint64(badgerstore.DefaultMemoryBudget)))
 	}
 	return cfg, nil
+}
+
+// badgerOnly are the flags that mean something only for the Badger store.
+var badgerOnly = []string{"data", "memory-budget", "disk-reserve", "no-sync"}
+
+// checkStoreFlags checks --store against the flags given with it and fills
+// in the DSN from the environment.
+func checkStoreFlags(fs *flag.FlagSet, cfg *config) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch cfg.store {
+	case storeBadger:
+		if set["postgres-dsn"] {
+			return errors.New("--postgres-dsn needs --store postgres")
+		}
+	case storePostgres:
+		if cfg.postgresDSN == "" {
+			cfg.postgresDSN = os.Getenv(postgresDSNEnv)
+		}
+		if cfg.postgresDSN == "" {
+			return fmt.Errorf("--store postgres needs --postgres-dsn DSN or $%s", postgresDSNEnv)
+		}
+		if _, err := pgx.ParseConfig(cfg.postgresDSN); err != nil {
+			return fmt.Errorf("--postgres-dsn: %w", err)
+		}
+		var given []string
+		for _, name := range badgerOnly {
+			if set[name] {
+				given = append(given, "--"+name)
+			}
+		}
+		if len(given) > 0 {
+			return fmt.Errorf("%s: only for --store badger; PostgreSQL keeps the data, its disk and its memory itself (and commits durably)", strings.Join(given, ", "))
+		}
+	default:
+		return fmt.Errorf("--store %q: want badger or postgres", cfg.store)
+	}
+	return nil
 }
 
 // reserveFlag is --disk-reserve: a size or a share of the volume.

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyllm/durable/internal/testdaemon"
+	"github.com/tinyllm/durable/internal/testpg"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	badgerstore "github.com/tinyllm/durable/store/badger"
 )
@@ -25,6 +26,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testdaemon.Cleanup()
+	testpg.Cleanup()
 	os.Exit(code)
 }
 
@@ -131,7 +133,13 @@ func TestFlags(t *testing.T) {
 		{"Help", []string{"--help"}, exitOK, []string{"-listen", "-data", "-dlq-after-attempts", "-seed", "-max-payload", "-no-sync", "-log-level", "-shutdown-timeout", "trade", "SIGTERM",
 			"-tls-cert", "-tls-key", "-tls-client-ca", "-auth", "-insecure", "-reflection", "-metrics-listen", "-audit-retention", "-attempt-retention",
 			"-stats-retention", "SIGHUP", "durabled token", "-disk-reserve", "ResourceExhausted", "-max-watchers", "(default 256)", "Aborted",
-			"-memory-budget", "default 256 MiB", "Not bounded", "384MiB"}},
+			"-memory-budget", "default 256 MiB", "Not bounded", "384MiB", "-store", "-postgres-dsn", "DURABLE_POSTGRES_DSN", "a second one on the same database exits"}},
+		{"UnknownStore", []string{"--store", "mysql"}, exitUsage, []string{`--store "mysql": want badger or postgres`}},
+		{"DSNWithoutPostgres", []string{"--postgres-dsn", "host=/tmp dbname=d"}, exitUsage, []string{"--postgres-dsn needs --store postgres"}},
+		{"PostgresWithoutDSN", []string{"--store", "postgres"}, exitUsage, []string{"--store postgres needs --postgres-dsn", "DURABLE_POSTGRES_DSN"}},
+		{"PostgresBadDSN", []string{"--store", "postgres", "--postgres-dsn", "port=notanumber"}, exitUsage, []string{"--postgres-dsn"}},
+		{"PostgresWithBadgerFlags", []string{"--store", "postgres", "--postgres-dsn", "host=/tmp dbname=d", "--data", "/tmp/x", "--memory-budget", "1GiB", "--no-sync"}, exitUsage,
+			[]string{"--data, --memory-budget, --no-sync: only for --store badger"}},
 		{"MemoryBudgetTooSmall", []string{"--memory-budget", "32MiB"}, exitUsage, []string{"--memory-budget 32 MiB is too small", "at least 64 MiB"}},
 		{"MemoryBudgetNotASize", []string{"--memory-budget", "lots"}, exitUsage, []string{"-memory-budget", "256MiB, 1GiB or 500MB", `"lots"`}},
 		{"MemoryBudgetAShare", []string{"--memory-budget", "5%"}, exitUsage, []string{"-memory-budget", "256MiB, 1GiB or 500MB"}},

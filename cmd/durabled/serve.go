@@ -35,59 +35,85 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	if err := os.MkdirAll(cfg.data, 0o700); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
-	}
-	mem, err := badgerstore.MemoryFor(cfg.memoryBudget)
-	if err != nil {
-		return err
-	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(mem.GoLimit)
-	}
 	var metrics *server.Metrics
 	var observer engine.Observer
 	if cfg.metricsListen != "" {
 		metrics = server.NewMetrics()
 		observer = metrics
 	}
-	storeOpts := badgerstore.Options{
-		NoSync: cfg.noSync,
-		Logger: logger.With("component", "badger"),
-		Memory: mem,
-	}
-	disk := checkDiskAtStart(cfg, storeOpts, metrics, logger)
-	roErr := disk.readOnly
-	storeOpts.ReadOnly = roErr != nil
-	storeOpts.WroteFunc = func(n int) { disk.mon.Wrote(n) }
-	store, err := badgerstore.Open(cfg.data, storeOpts)
-	if err != nil && roErr != nil {
-		ds := disk.mon.Status()
-		return fmt.Errorf("not enough disk space to start: %s free of %s on the volume of %s, below the disk reserve of %s, and no store there that opens read-only (%w): free space on that volume (or lower --disk-reserve, at your own risk) and start again",
-			badgerstore.FormatSize(ds.Free), badgerstore.FormatSize(ds.Total), ds.Dir, badgerstore.FormatSize(ds.Reserve), err)
-	}
-	if err != nil {
-		return fmt.Errorf("open store %s: %w", cfg.data, err)
+	var (
+		store    engine.Store
+		key      []byte
+		disk     *diskWatch
+		roErr    error
+		lockLost <-chan struct{}
+		mem      badgerstore.Memory
+	)
+	if cfg.store == storePostgres {
+		pg, lock, err := openPostgres(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+		lockLost = lock.Lost()
+		store = pg
+		if key, err = pg.TokenKey(server.NewTokenKey()); err != nil {
+			pg.Close()
+			return err
+		}
+	} else {
+		if err := os.MkdirAll(cfg.data, 0o700); err != nil {
+			return fmt.Errorf("create data dir: %w", err)
+		}
+		if mem, err = badgerstore.MemoryFor(cfg.memoryBudget); err != nil {
+			return err
+		}
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(mem.GoLimit)
+		}
+		storeOpts := badgerstore.Options{
+			NoSync: cfg.noSync,
+			Logger: logger.With("component", "badger"),
+			Memory: mem,
+		}
+		disk = checkDiskAtStart(cfg, storeOpts, metrics, logger)
+		roErr = disk.readOnly
+		storeOpts.ReadOnly = roErr != nil
+		storeOpts.WroteFunc = func(n int) { disk.mon.Wrote(n) }
+		bs, err := badgerstore.Open(cfg.data, storeOpts)
+		if err != nil && roErr != nil {
+			ds := disk.mon.Status()
+			return fmt.Errorf("not enough disk space to start: %s free of %s on the volume of %s, below the disk reserve of %s, and no store there that opens read-only (%w): free space on that volume (or lower --disk-reserve, at your own risk) and start again",
+				badgerstore.FormatSize(ds.Free), badgerstore.FormatSize(ds.Total), ds.Dir, badgerstore.FormatSize(ds.Reserve), err)
+		}
+		if err != nil {
+			return fmt.Errorf("open store %s: %w", cfg.data, err)
+		}
+		store = bs
+		if roErr != nil {
+			ds := disk.mon.Status()
+			logger.Error("disk full at start: the store is open read-only; reads, Watch and polls are served, changes of state are refused",
+				"free", badgerstore.FormatSize(ds.Free), "total", badgerstore.FormatSize(ds.Total),
+				"reserve", badgerstore.FormatSize(ds.Reserve), "data", ds.Dir,
+				"what_to_do", "free space on that volume, then restart durabled to take writes again (or restart it with a lower --disk-reserve, at your own risk)")
+		}
+		// The key is read once the store holds the data directory's lock, so
+		// two daemons can never race to create it.
+		if key, err = loadTokenKey(cfg.data, roErr != nil, logger); err != nil {
+			store.Close()
+			return err
+		}
 	}
 	defer func() {
 		if cerr := store.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
 		}
 	}()
-	if roErr != nil {
-		ds := disk.mon.Status()
-		logger.Error("disk full at start: the store is open read-only; reads, Watch and polls are served, changes of state are refused",
-			"free", badgerstore.FormatSize(ds.Free), "total", badgerstore.FormatSize(ds.Total),
-			"reserve", badgerstore.FormatSize(ds.Reserve), "data", ds.Dir,
-			"what_to_do", "free space on that volume, then restart durabled to take writes again (or restart it with a lower --disk-reserve, at your own risk)")
-	}
-	// The key is read once the store holds the data directory's lock, so
-	// two daemons can never race to create it.
-	key, err := loadTokenKey(cfg.data, roErr != nil, logger)
-	if err != nil {
-		return err
-	}
 	hs := health.NewServer()
+	var writeFailed func(error)
+	if disk != nil {
+		writeFailed = disk.writeFailed
+	}
 	eng, err := engine.New(store, engine.Options{
 		Seed:                cfg.seed,
 		DLQAfterAttempts:    cfg.dlqAfterAttempts,
@@ -99,17 +125,19 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		Observer:            observer,
 		Logger:              logger.With("component", "engine"),
 		ReadOnly:            roErr,
-		WriteFailedFunc:     disk.writeFailed,
+		WriteFailedFunc:     writeFailed,
 		WritesChangedFunc:   writesHealth(hs),
 	})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
 	defer eng.Close() // idempotent; covers the early returns below
-	disk.attach(eng)
-	diskCtx, stopDisk := context.WithCancel(ctx)
-	defer stopDisk()
-	go disk.run(diskCtx)
+	if disk != nil {
+		disk.attach(eng)
+		diskCtx, stopDisk := context.WithCancel(ctx)
+		defer stopDisk()
+		go disk.run(diskCtx)
+	}
 
 	opts := server.Options{
 		MaxPayload: cfg.maxPayload,
@@ -153,15 +181,29 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	if tr.auth != nil {
 		principals = tr.auth.Identities().Len()
 	}
-	ds := disk.mon.Status()
-	logger.Info("listening", "addr", lis.Addr().String(), "data", cfg.data, "no_sync", cfg.noSync,
+	where := []any{"store", cfg.store}
+	if disk != nil {
+		ds := disk.mon.Status()
+		where = append(where, "data", cfg.data, "no_sync", cfg.noSync,
+			"disk_free", ds.Free, "disk_reserve", ds.Reserve, "read_only", roErr != nil,
+			"memory_budget", mem.Budget)
+	} else {
+		where = append(where, "database", pgDatabase(cfg.postgresDSN))
+	}
+	logger.Info("listening", append([]any{"addr", lis.Addr().String()}, append(where,
 		"tls", cfg.tlsCert != "", "mtls", tr.mtls, "auth", cfg.auth != "", "principals", principals,
-		"disk_free", ds.Free, "disk_reserve", ds.Reserve, "read_only", roErr != nil,
-		"memory_budget", mem.Budget, "go_memory_limit", debug.SetMemoryLimit(-1))
+		"go_memory_limit", debug.SetMemoryLimit(-1))...)...)
 
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down", "grace", cfg.shutdownTimeout)
+	case <-lockLost:
+		// Without the lock another node may start serving the same
+		// database; two nodes would hand out the same tasks. Stop at once.
+		serving.Store(false)
+		hs.Shutdown()
+		gs.Stop()
+		return errors.New("lost the connection holding the database's node lock; another node may now serve it, so this one stops")
 	case serr := <-served:
 		serving.Store(false)
 		hs.Shutdown()

@@ -26,6 +26,9 @@ type Options struct {
 	Durabled string
 	// DaemonArgs are extra durabled flags.
 	DaemonArgs []string
+	// PostgresDSN, when set, runs the daemon on that PostgreSQL database
+	// (--store postgres) instead of a Badger directory under Dir.
+	PostgresDSN string
 	// Worker is the argv that runs a demo worker, without --addr and
 	// --sink-addr, which the Cluster adds: e.g. {exe, "worker"}.
 	Worker []string
@@ -131,8 +134,13 @@ func (c *Cluster) StartDaemon(ctx context.Context) error {
 	}
 	// Workers die here on purpose; a workflow task held by a killed worker
 	// should come back in 2 s, not the default 10.
-	argv := append([]string{c.opts.Durabled, "--listen", listen, "--data", filepath.Join(c.opts.Dir, "data"),
-		"--workflow-task-timeout", "2s"}, c.opts.DaemonArgs...)
+	argv := []string{c.opts.Durabled, "--listen", listen, "--workflow-task-timeout", "2s"}
+	if c.opts.PostgresDSN != "" {
+		argv = append(argv, "--store", "postgres", "--postgres-dsn", c.opts.PostgresDSN)
+	} else {
+		argv = append(argv, "--data", filepath.Join(c.opts.Dir, "data"))
+	}
+	argv = append(argv, c.opts.DaemonArgs...)
 	p, err := startProc("durabled", filepath.Join(c.opts.Dir, "logs", "durabled.log"), argv)
 	if err != nil {
 		c.mu.Unlock()

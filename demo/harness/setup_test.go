@@ -9,7 +9,16 @@ import (
 	"time"
 
 	"github.com/tinyllm/durable/client"
+	"github.com/tinyllm/durable/internal/testpg"
 )
+
+// storeEnv names the environment variable that picks the daemon's store:
+// "badger" (the default, a directory per test) or "postgres" (a fresh
+// database per test on the test binary's throwaway server).
+const storeEnv = "DURABLE_TEST_STORE"
+
+// testStore is read from storeEnv by TestMain.
+var testStore string
 
 // Binaries built once by TestMain. The children are built without -race:
 // only the harness and the sink in the test process need it.
@@ -31,6 +40,14 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
+		testStore = os.Getenv(storeEnv)
+		switch testStore {
+		case "", "badger", "postgres":
+		default:
+			fmt.Fprintf(os.Stderr, "%s=%q: want badger or postgres\n", storeEnv, testStore)
+			return 2
+		}
+		defer testpg.Cleanup()
 		durabledBin = os.Getenv("DURABLED")
 		if durabledBin == "" {
 			if durabledBin, err = Build(ctx, dir, "durabled", DurabledPackage); err != nil {
@@ -53,7 +70,11 @@ func setup(t *testing.T) (*Cluster, *client.Client) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Options{Dir: dir, Durabled: durabledBin, Worker: []string{demoBin, "worker"}})
+	opts := Options{Dir: dir, Durabled: durabledBin, Worker: []string{demoBin, "worker"}}
+	if testStore == "postgres" {
+		opts.PostgresDSN = testpg.Database(t)
+	}
+	c, err := Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,8 @@ func (l *lines) String() string {
 	return l.b.String()
 }
 
-// Exec runs durabled on dataDir with --listen 127.0.0.1:0 and args, and
+// Exec runs durabled on dataDir (no --data when it is empty, for a store
+// given in args) with --listen 127.0.0.1:0 and args, and
 // returns once its "listening" log line names its address. The process is
 // killed when the test ends.
 func Exec(t testing.TB, dataDir string, args ...string) *Process {
@@ -121,7 +122,11 @@ func Run(t testing.TB, args ...string) (code int, stderr string) {
 }
 
 func (p *Process) start() error {
-	args := append([]string{"--listen", "127.0.0.1:0", "--data", p.dataDir}, p.args...)
+	args := []string{"--listen", "127.0.0.1:0"}
+	if p.dataDir != "" {
+		args = append(args, "--data", p.dataDir)
+	}
+	args = append(args, p.args...)
 	cmd := exec.Command(Binary(p.t), args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/tinyllm/durable/internal/testdaemon"
+	"github.com/tinyllm/durable/internal/testpg"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// TestPostgresNodeLosesNothingAcknowledgedAcrossSIGKILL runs the real
+// durabled on PostgreSQL: a workflow whose activity fails once and is
+// retried, a SIGKILL between the failure and the retry, a second node on
+// the same database refused while the first lives and accepted once it is
+// gone.
+func TestPostgresNodeLosesNothingAcknowledgedAcrossSIGKILL(t *testing.T) {
+	t.Parallel()
+	dsn := testpg.Database(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d := testdaemon.Exec(t, "", "--store", "postgres", "--postgres-dsn", dsn)
+	if logs := d.Logs(); !strings.Contains(logs, "store=postgres") {
+		t.Errorf("the listening line does not name the store:\n%s", logs)
+	}
+	if strings.Contains(d.Logs(), "password") || strings.Contains(d.Logs(), "sslmode") {
+		t.Errorf("the logs repeat the DSN:\n%s", d.Logs())
+	}
+	c := durablev1.NewDurableClient(dial(t, d.Addr))
+	if _, err := c.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: "wf-1", WorkflowType: "T", TaskQueue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	wt, err := c.PollWorkflowTask(ctx, &durablev1.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "w"})
+	if err != nil || len(wt.GetTaskToken()) == 0 {
+		t.Fatalf("PollWorkflowTask = %v, %v; want the first workflow task", wt, err)
+	}
+	_, err = c.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Commands: []*durablev1.Command{{
+		Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: "a", ActivityType: "A",
+		ActivityOptions: &durablev1.ActivityOptions{
+			StartToCloseTimeout: durationpb.New(time.Minute),
+			RetryPolicy:         &durablev1.RetryPolicy{MaxAttempts: 3, InitialMs: 200, MaxIntervalMs: 200},
+		},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := c.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "w"})
+	if err != nil || len(at.GetTasks()) != 1 {
+		t.Fatalf("PollActivityTask = %v, %v; want one task", at, err)
+	}
+	if _, err := c.FailActivityTask(ctx, &durablev1.FailActivityRequest{TaskToken: at.GetTasks()[0].GetTaskToken(),
+		Failure: &durablev1.Failure{Type: "Flaky", Message: "first attempt fails"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A second node on the same database is refused while the first runs.
+	code, stderr := testdaemon.Run(t, "--listen", "127.0.0.1:0", "--store", "postgres", "--postgres-dsn", dsn)
+	if code != exitError || !strings.Contains(stderr, "another durabled is serving this database") {
+		t.Fatalf("second node: exit %d, want %d with a message naming the other node; stderr:\n%s", code, exitError, stderr)
+	}
+
+	d.Kill()
+	d.Restart() // accepted now that the first node's lock went with its connection
+	c = durablev1.NewDurableClient(dial(t, d.Addr))
+	var retry *durablev1.ActivityTask
+	waitUntil(t, "the retry after the restart", func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		defer pcancel()
+		r, err := c.PollActivityTask(pctx, &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "w"})
+		if err == nil && len(r.GetTasks()) == 1 {
+			retry = r.GetTasks()[0]
+		}
+		return retry != nil
+	})
+	if retry.GetAttempt() != 2 {
+		t.Fatalf("after the restart the activity came back at attempt %d, want 2 (the acknowledged failure kept)", retry.GetAttempt())
+	}
+	if _, err := c.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{TaskToken: retry.GetTaskToken()}); err != nil {
+		t.Fatal(err)
+	}
+	wt, err = c.PollWorkflowTask(ctx, &durablev1.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "w"})
+	if err != nil || len(wt.GetTaskToken()) == 0 {
+		t.Fatalf("PollWorkflowTask = %v, %v; want the task for the activity's result", wt, err)
+	}
+	if _, err := c.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Commands: []*durablev1.Command{{
+		Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW,
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := c.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: "wf-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.GetWorkflow().GetStatus() != durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED {
+		t.Errorf("workflow status %v after the restart, want completed", desc.GetWorkflow().GetStatus())
+	}
+}

@@ -24,54 +24,42 @@ func (t *tx) PutAudit(r *durablev1.AuditRecord) error {
 }
 
 func (t *tx) AuditRecords(after []byte, fn func(*durablev1.AuditRecord) bool) ([]byte, error) {
-	var from *[2]int64
+	type row struct {
+		at, id int64
+		r      *durablev1.AuditRecord
+	}
+	var from *row
 	if after != nil {
 		c := newCursorReader(after, cursorAudit)
-		ref := [2]int64{c.i64(), c.i64()}
+		ref := row{at: c.i64(), id: c.i64()}
 		if !c.done() {
 			return nil, &engine.InvalidError{Field: "next_page_token", Reason: "is not a page token of the audit log"}
 		}
 		from = &ref
 	}
-	var last []byte
-	for {
-		sql := "SELECT at, id, record FROM audit ORDER BY at DESC, id DESC LIMIT $1"
-		args := []any{pageSize}
-		if from != nil {
-			sql = "SELECT at, id, record FROM audit WHERE (at, id) < ($2, $3) ORDER BY at DESC, id DESC LIMIT $1"
-			args = append(args, from[0], from[1])
+	scan := func(cr pgx.CollectableRow) (row, error) {
+		var x row
+		var v []byte
+		if err := cr.Scan(&x.at, &x.id, &v); err != nil {
+			return x, err
 		}
-		rows, err := t.q.Query(t.ctx, sql, args...)
-		if err != nil {
-			return nil, fmt.Errorf("audit records: %w", err)
-		}
-		type row struct {
-			ref [2]int64
-			r   *durablev1.AuditRecord
-		}
-		page, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
-			var x row
-			var v []byte
-			if err := cr.Scan(&x.ref[0], &x.ref[1], &v); err != nil {
-				return x, err
-			}
-			x.r = new(durablev1.AuditRecord)
-			return x, unmarshal("audit record", v, x.r)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("audit records: %w", err)
-		}
-		for _, x := range page {
-			last = cursorWriter{cursorAudit}.i64(x.ref[0]).i64(x.ref[1])
-			if !fn(x.r) {
-				return last, nil
-			}
-		}
-		if len(page) < pageSize {
-			return last, nil
-		}
-		from = &page[len(page)-1].ref
+		x.r = new(durablev1.AuditRecord)
+		return x, unmarshal("audit record", v, x.r)
 	}
+	last, _, err := walk(t.pageSize, from, func(from *row) ([]row, error) {
+		if from == nil {
+			return collect(t, scan, "SELECT at, id, record FROM audit ORDER BY at DESC, id DESC LIMIT $1", t.pageSize)
+		}
+		return collect(t, scan, "SELECT at, id, record FROM audit WHERE (at, id) < ($2, $3) ORDER BY at DESC, id DESC LIMIT $1",
+			t.pageSize, from.at, from.id)
+	}, func(x row) bool { return fn(x.r) })
+	if err != nil {
+		return nil, fmt.Errorf("audit records: %w", err)
+	}
+	if last == nil {
+		return nil, nil
+	}
+	return cursorWriter{cursorAudit}.i64(last.at).i64(last.id), nil
 }
 
 func (t *tx) DeleteAuditBefore(before time.Time, limit int) (int, error) {
@@ -123,50 +111,41 @@ func (t *tx) DeleteOperation(seq int64) error {
 }
 
 func (t *tx) Operations(after []byte, fn func(*durablev1.OperationRecord) bool) ([]byte, error) {
-	var from *int64
+	type row struct {
+		seq int64
+		r   *durablev1.OperationRecord
+	}
+	var from *row
 	if after != nil {
 		c := newCursorReader(after, cursorOperation)
-		seq := c.i64()
+		ref := row{seq: c.i64()}
 		if !c.done() {
 			return nil, &engine.InvalidError{Field: "next_page_token", Reason: "is not a page token of the operations list"}
 		}
-		from = &seq
+		from = &ref
 	}
-	var last []byte
-	for {
-		sql := "SELECT seq, record FROM operations ORDER BY seq DESC LIMIT $1"
-		args := []any{pageSize}
-		if from != nil {
-			sql = "SELECT seq, record FROM operations WHERE seq < $2 ORDER BY seq DESC LIMIT $1"
-			args = append(args, *from)
-		}
-		rows, err := t.q.Query(t.ctx, sql, args...)
-		if err != nil {
-			return nil, fmt.Errorf("operations: %w", err)
-		}
-		var seqs []int64
-		var page []*durablev1.OperationRecord
-		var seq int64
+	scan := func(cr pgx.CollectableRow) (row, error) {
+		var x row
 		var v []byte
-		_, err = pgx.ForEachRow(rows, []any{&seq, &v}, func() error {
-			r := new(durablev1.OperationRecord)
-			seqs, page = append(seqs, seq), append(page, r)
-			return unmarshal("operation", v, r)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("operations: %w", err)
+		if err := cr.Scan(&x.seq, &v); err != nil {
+			return x, err
 		}
-		for i, r := range page {
-			last = cursorWriter{cursorOperation}.i64(seqs[i])
-			if !fn(r) {
-				return last, nil
-			}
-		}
-		if len(page) < pageSize {
-			return last, nil
-		}
-		from = &seqs[len(seqs)-1]
+		x.r = new(durablev1.OperationRecord)
+		return x, unmarshal("operation", v, x.r)
 	}
+	last, _, err := walk(t.pageSize, from, func(from *row) ([]row, error) {
+		if from == nil {
+			return collect(t, scan, "SELECT seq, record FROM operations ORDER BY seq DESC LIMIT $1", t.pageSize)
+		}
+		return collect(t, scan, "SELECT seq, record FROM operations WHERE seq < $2 ORDER BY seq DESC LIMIT $1", t.pageSize, from.seq)
+	}, func(x row) bool { return fn(x.r) })
+	if err != nil {
+		return nil, fmt.Errorf("operations: %w", err)
+	}
+	if last == nil {
+		return nil, nil
+	}
+	return cursorWriter{cursorOperation}.i64(last.seq), nil
 }
 
 func (t *tx) PutOperationItems(seq, from int64, refs []*durablev1.ActivityRef) error {

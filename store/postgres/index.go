@@ -80,8 +80,7 @@ func (t *tx) QueuedIn(kind engine.TaskKind, r engine.TimeRange, fn func(engine.Q
 
 // queuedIn is QueuedIn for one queue; it reports whether fn wants more.
 func (t *tx) queuedIn(kind engine.TaskKind, queue string, r engine.TimeRange, fn func(engine.QueueEntry) bool) (bool, error) {
-	var last *engine.QueueEntry
-	for {
+	_, more, err := walk(t.pageSize, nil, func(last *engine.QueueEntry) ([]engine.QueueEntry, error) {
 		where := []string{"kind = $1", "length(task_queue) = length($2::bytea)", "task_queue = $2"}
 		args := []any{int16(kind), b(queue)}
 		where, args = timeCond(where, args, "due", r)
@@ -91,25 +90,13 @@ func (t *tx) queuedIn(kind engine.TaskKind, queue string, r engine.TimeRange, fn
 			where = append(where, fmt.Sprintf("(due, seq, length(workflow_id), workflow_id, activity_id) > ($%d, $%d, length($%d::bytea), $%d, $%d)",
 				n-3, n-2, n-1, n-1, n))
 		}
-		rows, err := t.q.Query(t.ctx, `SELECT kind, task_queue, due, seq, workflow_id, activity_id FROM queue
-			WHERE `+strings.Join(where, " AND ")+` ORDER BY `+queueOrder+fmt.Sprintf(" LIMIT %d", pageSize), args...)
-		if err != nil {
-			return false, fmt.Errorf("queue %q: %w", queue, err)
-		}
-		es, err := pgx.CollectRows(rows, scanQueueEntry)
-		if err != nil {
-			return false, fmt.Errorf("queue %q: %w", queue, err)
-		}
-		for _, e := range es {
-			if !fn(e) {
-				return false, nil
-			}
-		}
-		if len(es) < pageSize {
-			return true, nil
-		}
-		last = &es[len(es)-1]
+		return collect(t, scanQueueEntry, `SELECT kind, task_queue, due, seq, workflow_id, activity_id FROM queue
+			WHERE `+strings.Join(where, " AND ")+` ORDER BY `+queueOrder+fmt.Sprintf(" LIMIT %d", t.pageSize), args...)
+	}, fn)
+	if err != nil {
+		return false, fmt.Errorf("queue %q: %w", queue, err)
 	}
+	return more, nil
 }
 
 const timerOrder = "due, kind, length(workflow_id), workflow_id, id"
@@ -140,8 +127,7 @@ func (t *tx) DueTimers(limit int) ([]engine.Timer, error) {
 }
 
 func (t *tx) TimersIn(r engine.TimeRange, fn func(engine.Timer) bool) error {
-	var last *engine.Timer
-	for {
+	_, _, err := walk(t.pageSize, nil, func(last *engine.Timer) ([]engine.Timer, error) {
 		where, args := timeCond([]string{"true"}, nil, "due", r)
 		if last != nil {
 			args = append(args, nanos(last.Due), int16(last.Kind), b(last.WorkflowID), b(last.ID))
@@ -149,25 +135,13 @@ func (t *tx) TimersIn(r engine.TimeRange, fn func(engine.Timer) bool) error {
 			where = append(where, fmt.Sprintf("(due, kind, length(workflow_id), workflow_id, id) > ($%d, $%d, length($%d::bytea), $%d, $%d)",
 				n-3, n-2, n-1, n-1, n))
 		}
-		rows, err := t.q.Query(t.ctx, "SELECT due, kind, workflow_id, id FROM timers WHERE "+strings.Join(where, " AND ")+
-			" ORDER BY "+timerOrder+fmt.Sprintf(" LIMIT %d", pageSize), args...)
-		if err != nil {
-			return fmt.Errorf("timers: %w", err)
-		}
-		ts, err := pgx.CollectRows(rows, scanTimer)
-		if err != nil {
-			return fmt.Errorf("timers: %w", err)
-		}
-		for _, tm := range ts {
-			if !fn(tm) {
-				return nil
-			}
-		}
-		if len(ts) < pageSize {
-			return nil
-		}
-		last = &ts[len(ts)-1]
+		return collect(t, scanTimer, "SELECT due, kind, workflow_id, id FROM timers WHERE "+strings.Join(where, " AND ")+
+			" ORDER BY "+timerOrder+fmt.Sprintf(" LIMIT %d", t.pageSize), args...)
+	}, fn)
+	if err != nil {
+		return fmt.Errorf("timers: %w", err)
 	}
+	return nil
 }
 
 // DeadLetters walks every dead letter.
@@ -186,57 +160,47 @@ func (r deadLetterRef) cursor() []byte {
 }
 
 func (t *tx) DeadLettersIn(r engine.TimeRange, after []byte, fn func(*durablev1.ActivityRecord) bool) ([]byte, error) {
-	var from *deadLetterRef
+	type row struct {
+		ref deadLetterRef
+		a   *durablev1.ActivityRecord
+	}
+	var from *row
 	if after != nil {
 		c := newCursorReader(after, cursorDeadLetter)
 		ref := deadLetterRef{at: c.i64(), wf: c.s16(), id: c.tail()}
 		if !c.done() {
 			return nil, &engine.InvalidError{Field: "next_page_token", Reason: "not a dead-letter cursor"}
 		}
-		from = &ref
+		from = &row{ref: ref}
 	}
-	var last []byte
-	for {
+	scan := func(r pgx.CollectableRow) (row, error) {
+		var wf, id, v []byte
+		var x row
+		if err := r.Scan(&x.ref.at, &wf, &id, &v); err != nil {
+			return x, err
+		}
+		x.ref.wf, x.ref.id, x.a = string(wf), string(id), new(durablev1.ActivityRecord)
+		return x, unmarshal("dead letter", v, x.a)
+	}
+	last, _, err := walk(t.pageSize, from, func(from *row) ([]row, error) {
 		where, args := timeCond([]string{"dead_lettered_at IS NOT NULL"}, nil, "dead_lettered_at", r)
 		if from != nil {
-			args = append(args, from.at, b(from.wf), b(from.id))
+			args = append(args, from.ref.at, b(from.ref.wf), b(from.ref.id))
 			n := len(args)
 			where = append(where, fmt.Sprintf("(dead_lettered_at, length(workflow_id), workflow_id, activity_id) > ($%d, length($%d::bytea), $%d, $%d)",
 				n-2, n-1, n-1, n))
 		}
-		rows, err := t.q.Query(t.ctx, "SELECT dead_lettered_at, workflow_id, activity_id, record FROM activities WHERE "+
+		return collect(t, scan, "SELECT dead_lettered_at, workflow_id, activity_id, record FROM activities WHERE "+
 			strings.Join(where, " AND ")+" ORDER BY dead_lettered_at, length(workflow_id), workflow_id, activity_id"+
-			fmt.Sprintf(" LIMIT %d", pageSize), args...)
-		if err != nil {
-			return nil, fmt.Errorf("dead letters: %w", err)
-		}
-		type row struct {
-			ref deadLetterRef
-			a   *durablev1.ActivityRecord
-		}
-		page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-			var wf, id, v []byte
-			var x row
-			if err := r.Scan(&x.ref.at, &wf, &id, &v); err != nil {
-				return x, err
-			}
-			x.ref.wf, x.ref.id, x.a = string(wf), string(id), new(durablev1.ActivityRecord)
-			return x, unmarshal("dead letter", v, x.a)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("dead letters: %w", err)
-		}
-		for _, x := range page {
-			last = x.ref.cursor()
-			if !fn(x.a) {
-				return last, nil
-			}
-		}
-		if len(page) < pageSize {
-			return last, nil
-		}
-		from = &page[len(page)-1].ref
+			fmt.Sprintf(" LIMIT %d", t.pageSize), args...)
+	}, func(x row) bool { return fn(x.a) })
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
 	}
+	if last == nil {
+		return nil, nil
+	}
+	return last.ref.cursor(), nil
 }
 
 // stateRef is where an activity stands in the state index, and its cursor.
@@ -268,17 +232,31 @@ func (t *tx) ActivitiesByState(r engine.StateRange, after []byte, fn func(*durab
 		}
 		slices.Sort(states)
 	}
-	var from *stateRef
+	type row struct {
+		ref stateRef
+		a   *durablev1.ActivityRecord
+	}
+	var from *row
 	if after != nil {
 		c := newCursorReader(after, cursorState)
 		ref := stateRef{state: durablev1.ActivityState(c.u8()), activityType: c.s16(), wf: c.s16(), id: c.tail()}
 		if !c.done() || !slices.Contains(states, int16(ref.state)) || r.ActivityType != "" && ref.activityType != r.ActivityType {
 			return nil, &engine.InvalidError{Field: "next_page_token", Reason: "not a page token of this query"}
 		}
-		from = &ref
+		from = &row{ref: ref}
 	}
-	var last []byte
-	for {
+	scan := func(r pgx.CollectableRow) (row, error) {
+		var state int16
+		var typ, wf, id, v []byte
+		var x row
+		if err := r.Scan(&state, &typ, &wf, &id, &v); err != nil {
+			return x, err
+		}
+		x.ref = stateRef{state: durablev1.ActivityState(state), activityType: string(typ), wf: string(wf), id: string(id)}
+		x.a = new(durablev1.ActivityRecord)
+		return x, unmarshal("activity", v, x.a)
+	}
+	last, _, err := walk(t.pageSize, from, func(from *row) ([]row, error) {
 		where := []string{"state <> 0", "state = ANY($1)"}
 		args := []any{states}
 		if r.ActivityType != "" {
@@ -286,125 +264,75 @@ func (t *tx) ActivitiesByState(r engine.StateRange, after []byte, fn func(*durab
 			where = append(where, "length(activity_type) = length($2::bytea)", "activity_type = $2")
 		}
 		if from != nil {
-			args = append(args, int16(from.state), b(from.activityType), b(from.wf), b(from.id))
+			args = append(args, int16(from.ref.state), b(from.ref.activityType), b(from.ref.wf), b(from.ref.id))
 			n := len(args)
 			where = append(where, fmt.Sprintf(`(state, length(activity_type), activity_type, length(workflow_id), workflow_id, activity_id) >
 				($%d, length($%d::bytea), $%d, length($%d::bytea), $%d, $%d)`, n-3, n-2, n-2, n-1, n-1, n))
 		}
-		rows, err := t.q.Query(t.ctx, "SELECT state, activity_type, workflow_id, activity_id, record FROM activities WHERE "+
+		return collect(t, scan, "SELECT state, activity_type, workflow_id, activity_id, record FROM activities WHERE "+
 			strings.Join(where, " AND ")+
 			" ORDER BY state, length(activity_type), activity_type, length(workflow_id), workflow_id, activity_id"+
-			fmt.Sprintf(" LIMIT %d", pageSize), args...)
-		if err != nil {
-			return nil, fmt.Errorf("activities by state: %w", err)
-		}
-		type row struct {
-			ref stateRef
-			a   *durablev1.ActivityRecord
-		}
-		page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-			var state int16
-			var typ, wf, id, v []byte
-			var x row
-			if err := r.Scan(&state, &typ, &wf, &id, &v); err != nil {
-				return x, err
-			}
-			x.ref = stateRef{state: durablev1.ActivityState(state), activityType: string(typ), wf: string(wf), id: string(id)}
-			x.a = new(durablev1.ActivityRecord)
-			return x, unmarshal("activity", v, x.a)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("activities by state: %w", err)
-		}
-		for _, x := range page {
-			last = x.ref.cursor()
-			if !fn(x.a) {
-				return last, nil
-			}
-		}
-		if len(page) < pageSize {
-			return last, nil
-		}
-		from = &page[len(page)-1].ref
+			fmt.Sprintf(" LIMIT %d", t.pageSize), args...)
+	}, func(x row) bool { return fn(x.a) })
+	if err != nil {
+		return nil, fmt.Errorf("activities by state: %w", err)
 	}
+	if last == nil {
+		return nil, nil
+	}
+	return last.ref.cursor(), nil
+}
+
+// workflowRow is a workflow in a list, with its key there.
+type workflowRow struct {
+	id       []byte
+	closedAt int64
+	w        *durablev1.WorkflowRecord
+}
+
+// scanWorkflow reads (workflow_id, record[, closed_at]).
+func scanWorkflow(row pgx.CollectableRow) (workflowRow, error) {
+	var x workflowRow
+	var v []byte
+	dest := []any{&x.id, &v}
+	if len(row.FieldDescriptions()) == 3 {
+		dest = append(dest, &x.closedAt)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return x, err
+	}
+	x.w = new(durablev1.WorkflowRecord)
+	return x, unmarshal("workflow", v, x.w)
 }
 
 // RunningWorkflows walks the running workflows in id order.
 func (t *tx) RunningWorkflows(fn func(*durablev1.WorkflowRecord) bool) error {
-	var last []byte
-	for first := true; ; first = false {
-		sql := "SELECT workflow_id, record FROM workflows WHERE running ORDER BY workflow_id LIMIT $1"
-		args := []any{pageSize}
-		if !first {
-			sql = "SELECT workflow_id, record FROM workflows WHERE running AND workflow_id > $2 ORDER BY workflow_id LIMIT $1"
-			args = append(args, last)
+	_, _, err := walk(t.pageSize, nil, func(last *workflowRow) ([]workflowRow, error) {
+		if last == nil {
+			return collect(t, scanWorkflow, "SELECT workflow_id, record FROM workflows WHERE running ORDER BY workflow_id LIMIT $1", t.pageSize)
 		}
-		page, err := t.workflowPage(sql, args, func(id []byte, _ int64) { last = id })
-		if err != nil {
-			return fmt.Errorf("running workflows: %w", err)
-		}
-		for _, w := range page {
-			if !fn(w) {
-				return nil
-			}
-		}
-		if len(page) < pageSize {
-			return nil
-		}
+		return collect(t, scanWorkflow, "SELECT workflow_id, record FROM workflows WHERE running AND workflow_id > $2 ORDER BY workflow_id LIMIT $1",
+			t.pageSize, last.id)
+	}, func(x workflowRow) bool { return fn(x.w) })
+	if err != nil {
+		return fmt.Errorf("running workflows: %w", err)
 	}
+	return nil
 }
 
 // ClosedWorkflows walks the workflows closed at or after since, the newest
 // close first.
 func (t *tx) ClosedWorkflows(since time.Time, fn func(*durablev1.WorkflowRecord) bool) error {
-	var lastID []byte
-	var lastAt int64
-	for first := true; ; first = false {
-		sql := `SELECT workflow_id, record, closed_at FROM workflows WHERE closed_at IS NOT NULL AND closed_at >= $2
-			ORDER BY closed_at DESC, workflow_id DESC LIMIT $1`
-		args := []any{pageSize, nanos(since)}
-		if !first {
-			sql = `SELECT workflow_id, record, closed_at FROM workflows WHERE closed_at IS NOT NULL AND closed_at >= $2
-				AND (closed_at, workflow_id) < ($3, $4) ORDER BY closed_at DESC, workflow_id DESC LIMIT $1`
-			args = append(args, lastAt, lastID)
+	_, _, err := walk(t.pageSize, nil, func(last *workflowRow) ([]workflowRow, error) {
+		if last == nil {
+			return collect(t, scanWorkflow, `SELECT workflow_id, record, closed_at FROM workflows WHERE closed_at IS NOT NULL AND closed_at >= $2
+				ORDER BY closed_at DESC, workflow_id DESC LIMIT $1`, t.pageSize, nanos(since))
 		}
-		page, err := t.workflowPage(sql, args, func(id []byte, at int64) { lastID, lastAt = id, at })
-		if err != nil {
-			return fmt.Errorf("closed workflows: %w", err)
-		}
-		for _, w := range page {
-			if !fn(w) {
-				return nil
-			}
-		}
-		if len(page) < pageSize {
-			return nil
-		}
-	}
-}
-
-// workflowPage reads a page of (workflow_id, record[, closed_at]) rows and
-// passes the last row's key to last.
-func (t *tx) workflowPage(sql string, args []any, last func(id []byte, closedAt int64)) ([]*durablev1.WorkflowRecord, error) {
-	rows, err := t.q.Query(t.ctx, sql, args...)
+		return collect(t, scanWorkflow, `SELECT workflow_id, record, closed_at FROM workflows WHERE closed_at IS NOT NULL AND closed_at >= $2
+			AND (closed_at, workflow_id) < ($3, $4) ORDER BY closed_at DESC, workflow_id DESC LIMIT $1`, t.pageSize, nanos(since), last.closedAt, last.id)
+	}, func(x workflowRow) bool { return fn(x.w) })
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("closed workflows: %w", err)
 	}
-	var out []*durablev1.WorkflowRecord
-	_, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
-		var id, v []byte
-		var at int64
-		dest := []any{&id, &v}
-		if len(row.FieldDescriptions()) == 3 {
-			dest = append(dest, &at)
-		}
-		if err := row.Scan(dest...); err != nil {
-			return struct{}{}, err
-		}
-		w := new(durablev1.WorkflowRecord)
-		out = append(out, w)
-		last(id, at)
-		return struct{}{}, unmarshal("workflow", v, w)
-	})
-	return out, err
+	return nil
 }

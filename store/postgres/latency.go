@@ -80,58 +80,54 @@ func (t *tx) PutLatencyHour(l *durablev1.LatencyRecord) error {
 
 const latencyHourOrder = "length(activity_type), activity_type, hour"
 
-func (t *tx) LatencyHours(since time.Time, fn func(*durablev1.LatencyRecord) bool) error {
-	var lastType []byte
-	var lastHour int64
-	for first := true; ; first = false {
-		sql := "SELECT activity_type, hour, record FROM latency_hours WHERE hour >= $2 ORDER BY " + latencyHourOrder + " LIMIT $1"
-		args := []any{pageSize, nanos(since)}
-		if !first {
-			sql = `SELECT activity_type, hour, record FROM latency_hours WHERE hour >= $2
-				AND (length(activity_type), activity_type, hour) > (length($3::bytea), $3, $4) ORDER BY ` + latencyHourOrder + " LIMIT $1"
-			args = append(args, lastType, lastHour)
-		}
-		page, err := t.latencyPage(sql, args, &lastType, &lastHour)
-		if err != nil {
-			return err
-		}
-		for _, l := range page {
-			if !fn(l) {
-				return nil
-			}
-		}
-		if len(page) < pageSize {
-			return nil
-		}
-	}
+// latencyRow is an hour of latency statistics with its key.
+type latencyRow struct {
+	activityType []byte
+	hour         int64
+	l            *durablev1.LatencyRecord
 }
 
-func (t *tx) latencyPage(sql string, args []any, lastType *[]byte, lastHour *int64) ([]*durablev1.LatencyRecord, error) {
-	rows, err := t.q.Query(t.ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("latency hours: %w", err)
-	}
-	var out []*durablev1.LatencyRecord
+// scanLatency reads (activity_type, hour, record).
+func scanLatency(cr pgx.CollectableRow) (latencyRow, error) {
+	var x latencyRow
 	var v []byte
-	_, err = pgx.ForEachRow(rows, []any{lastType, lastHour, &v}, func() error {
-		l := new(durablev1.LatencyRecord)
-		out = append(out, l)
-		return unmarshal("latency hour", v, l)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("latency hours: %w", err)
+	if err := cr.Scan(&x.activityType, &x.hour, &v); err != nil {
+		return x, err
 	}
-	return out, nil
+	x.l = new(durablev1.LatencyRecord)
+	return x, unmarshal("latency hour", v, x.l)
+}
+
+func (t *tx) LatencyHours(since time.Time, fn func(*durablev1.LatencyRecord) bool) error {
+	_, _, err := walk(t.pageSize, nil, func(last *latencyRow) ([]latencyRow, error) {
+		if last == nil {
+			return collect(t, scanLatency, "SELECT activity_type, hour, record FROM latency_hours WHERE hour >= $2 ORDER BY "+latencyHourOrder+" LIMIT $1",
+				t.pageSize, nanos(since))
+		}
+		return collect(t, scanLatency, `SELECT activity_type, hour, record FROM latency_hours WHERE hour >= $2
+			AND (length(activity_type), activity_type, hour) > (length($3::bytea), $3, $4) ORDER BY `+latencyHourOrder+" LIMIT $1",
+			t.pageSize, nanos(since), last.activityType, last.hour)
+	}, func(x latencyRow) bool { return fn(x.l) })
+	if err != nil {
+		return fmt.Errorf("latency hours: %w", err)
+	}
+	return nil
 }
 
 func (t *tx) LatencyHoursBefore(before time.Time, limit int) ([]*durablev1.LatencyRecord, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	var typ []byte
-	var hour int64
-	return t.latencyPage("SELECT activity_type, hour, record FROM latency_hours WHERE hour < $1 ORDER BY "+latencyHourOrder+" LIMIT $2",
-		[]any{nanos(before), limit}, &typ, &hour)
+	rows, err := collect(t, scanLatency, "SELECT activity_type, hour, record FROM latency_hours WHERE hour < $1 ORDER BY "+latencyHourOrder+" LIMIT $2",
+		nanos(before), limit)
+	if err != nil {
+		return nil, fmt.Errorf("latency hours: %w", err)
+	}
+	out := make([]*durablev1.LatencyRecord, len(rows))
+	for i, x := range rows {
+		out[i] = x.l
+	}
+	return out, nil
 }
 
 func (t *tx) DeleteLatencyHour(activityType string, hour time.Time) error {

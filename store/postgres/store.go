@@ -28,9 +28,10 @@ type Options struct {
 // Store is an engine.Store on PostgreSQL. It is safe for concurrent use, and
 // any number of Stores, in any number of processes, may share one database.
 type Store struct {
-	pool   *pgxpool.Pool
-	closed atomic.Bool
-	once   sync.Once
+	pool     *pgxpool.Pool
+	closed   atomic.Bool
+	once     sync.Once
+	pageSize int // rows a list reads per query
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -54,7 +55,7 @@ func Open(dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, pageSize: defaultPageSize}, nil
 }
 
 // Update runs fn in one serializable transaction and commits it when fn
@@ -70,7 +71,7 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 	var err error
 	for range maxAttempts {
 		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(ptx pgx.Tx) error {
-			t := &tx{ctx: ctx, q: ptx}
+			t := &tx{ctx: ctx, q: ptx, pageSize: s.pageSize}
 			if err := fn(t); err != nil {
 				return err
 			}
@@ -91,7 +92,7 @@ func (s *Store) View(fn func(engine.Tx) error) error {
 	ctx := context.Background()
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	return s.mapErr(pgx.BeginTxFunc(ctx, s.pool, opts, func(ptx pgx.Tx) error {
-		return fn(&tx{ctx: ctx, q: ptx, readOnly: true})
+		return fn(&tx{ctx: ctx, q: ptx, readOnly: true, pageSize: s.pageSize})
 	}))
 }
 

@@ -38,25 +38,36 @@ func open(t *testing.T, dsn string) *Store {
 // case, reopened (a new connection pool on the same database) at the end
 // of every write phase. After each case the rows derived from the records
 // must be exactly what the records imply.
+//
+// postgres-pages-of-2 runs it again with lists read two rows per query, so
+// that every list's query for the rows after a page is run (the suite's
+// lists are shorter than a page of the default size).
 func TestStoreConformance(t *testing.T) {
 	t.Parallel()
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		storetest.Run(t, func(t *testing.T) storetest.Opened {
-			dsn := testpg.Database(t)
-			return storetest.Opened{
-				Store: open(t, dsn),
-				ReopenFunc: func(t *testing.T, s engine.Store) engine.Store {
-					if err := s.Close(); err != nil {
-						t.Fatalf("close: %v", err)
-					}
-					return open(t, dsn)
-				},
-				CheckFunc: checkRows,
-				MaxIDLen:  maxPartLen, MaxRecordSize: maxRecordSize,
+	for name, size := range map[string]int{"postgres": defaultPageSize, "postgres-pages-of-2": 2} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			openPaged := func(t *testing.T, dsn string) *Store {
+				s := open(t, dsn)
+				s.pageSize = size
+				return s
 			}
+			storetest.Run(t, func(t *testing.T) storetest.Opened {
+				dsn := testpg.Database(t)
+				return storetest.Opened{
+					Store: openPaged(t, dsn),
+					ReopenFunc: func(t *testing.T, s engine.Store) engine.Store {
+						if err := s.Close(); err != nil {
+							t.Fatalf("close: %v", err)
+						}
+						return openPaged(t, dsn)
+					},
+					CheckFunc: checkRows,
+					MaxIDLen:  maxPartLen, MaxRecordSize: maxRecordSize,
+				}
+			})
 		})
-	})
+	}
 }
 
 func TestStore_UpdateRetriesConflicts(t *testing.T) {

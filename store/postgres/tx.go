@@ -12,8 +12,42 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
-// pageSize is how many rows a list reads per query before it calls back.
-const pageSize = 256
+// defaultPageSize is how many rows a list reads per query before it calls
+// back (Store.pageSize; tests make it small to cross page boundaries).
+const defaultPageSize = 256
+
+// walk runs a list that is read in pages by key: page returns at most
+// size rows after the given one (nil: from the first) in the list's
+// order, and each row goes to fn until fn returns false or a page comes back
+// short. It returns the last row fn was given (nil when none) and whether
+// fn wanted more.
+func walk[R any](size int, after *R, page func(after *R) ([]R, error), fn func(R) bool) (last *R, more bool, err error) {
+	for {
+		rows, err := page(after)
+		if err != nil {
+			return nil, false, err
+		}
+		for i := range rows {
+			last = &rows[i]
+			if !fn(rows[i]) {
+				return last, false, nil
+			}
+		}
+		if len(rows) < size {
+			return last, true, nil
+		}
+		after = &rows[len(rows)-1]
+	}
+}
+
+// collect runs sql and collects its rows with scan.
+func collect[R any](t *tx, scan pgx.RowToFunc[R], sql string, args ...any) ([]R, error) {
+	rows, err := t.q.Query(t.ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scan)
+}
 
 // tx is one PostgreSQL transaction seen through engine.Tx. A record and the
 // rows derived from it (queue entries, timers) are written in one batch, one
@@ -22,6 +56,7 @@ type tx struct {
 	ctx      context.Context
 	q        pgx.Tx
 	readOnly bool
+	pageSize int // rows a list reads per query
 	// counts holds the moves of the activity counts not yet written, by
 	// queue and state, written once when the transaction ends (flushCounts).
 	counts map[countRef]int64
@@ -289,40 +324,32 @@ func (t *tx) Activities(workflowID string) ([]*durablev1.ActivityRecord, error) 
 // ScanActivities reads every activity in pages, in the Badger store's
 // order: by workflow id (shorter first), then activity id.
 func (t *tx) ScanActivities(fn func(*durablev1.ActivityRecord) bool) error {
-	var lastWF, lastID []byte
-	for first := true; ; first = false {
-		sql := `SELECT workflow_id, activity_id, record FROM activities
-			ORDER BY length(workflow_id), workflow_id, activity_id LIMIT $1`
-		args := []any{pageSize}
-		if !first {
-			sql = `SELECT workflow_id, activity_id, record FROM activities
-				WHERE (length(workflow_id), workflow_id, activity_id) > (length($2::bytea), $2, $3)
-				ORDER BY length(workflow_id), workflow_id, activity_id LIMIT $1`
-			args = append(args, lastWF, lastID)
-		}
-		rows, err := t.q.Query(t.ctx, sql, args...)
-		if err != nil {
-			return fmt.Errorf("scan activities: %w", err)
-		}
-		var page []*durablev1.ActivityRecord
-		var v []byte
-		_, err = pgx.ForEachRow(rows, []any{&lastWF, &lastID, &v}, func() error {
-			a := new(durablev1.ActivityRecord)
-			page = append(page, a)
-			return unmarshal("activity", v, a)
-		})
-		if err != nil {
-			return fmt.Errorf("scan activities: %w", err)
-		}
-		for _, a := range page {
-			if !fn(a) {
-				return nil
-			}
-		}
-		if len(page) < pageSize {
-			return nil
-		}
+	type row struct {
+		wf, id []byte
+		a      *durablev1.ActivityRecord
 	}
+	scan := func(r pgx.CollectableRow) (row, error) {
+		var x row
+		var v []byte
+		if err := r.Scan(&x.wf, &x.id, &v); err != nil {
+			return x, err
+		}
+		x.a = new(durablev1.ActivityRecord)
+		return x, unmarshal("activity", v, x.a)
+	}
+	_, _, err := walk(t.pageSize, nil, func(after *row) ([]row, error) {
+		if after == nil {
+			return collect(t, scan, `SELECT workflow_id, activity_id, record FROM activities
+				ORDER BY length(workflow_id), workflow_id, activity_id LIMIT $1`, t.pageSize)
+		}
+		return collect(t, scan, `SELECT workflow_id, activity_id, record FROM activities
+			WHERE (length(workflow_id), workflow_id, activity_id) > (length($2::bytea), $2, $3)
+			ORDER BY length(workflow_id), workflow_id, activity_id LIMIT $1`, t.pageSize, after.wf, after.id)
+	}, func(x row) bool { return fn(x.a) })
+	if err != nil {
+		return fmt.Errorf("scan activities: %w", err)
+	}
+	return nil
 }
 
 func (t *tx) GetTimer(workflowID, timerID string) (*durablev1.TimerRecord, error) {

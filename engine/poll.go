@@ -142,10 +142,10 @@ func (e *Engine) dropWaiter(k queueKey, w *waiter) {
 // longPoll calls take until it returns true, the poll times out, ctx ends or
 // the engine closes. take runs without the engine's mutex; it also reports
 // the due time of the earliest entry that is not yet due, for which the
-// poll sets the queue's alarm before it parks. The poll is registered as a waiter before take looks, so a task
-// queued while take runs wakes it; the poll counts as a poller of identity
-// on the queue while it runs. A ctx that is already done makes longPoll
-// try exactly once.
+// poll sets the queue's alarm before it parks. The poll is registered as a
+// waiter before take looks, so a task queued while take runs wakes it; the
+// poll counts as a poller of identity on the queue while it runs. A ctx that
+// is already done makes longPoll try exactly once.
 func (e *Engine) longPoll(ctx context.Context, k queueKey, identity string, take func(now time.Time) (bool, time.Time, error)) error {
 	defer e.pollStarted(k, identity)()
 	limit := e.clock.After(e.opts.PollTimeout)

@@ -285,12 +285,16 @@ func (e *Engine) try(batch []*request) (int, error) {
 				e.publishHeld = true
 			}()
 		}
+		failed = -1 // the store may run the transaction again
 		for i, r := range batch {
 			c := &change{now: e.now()}
 			r.err = r.fn(&trackTx{Tx: tx, c: c}, c)
 			if r.err != nil {
 				failed = i
-				return errAbortBatch
+				// With the transition's error, so that a store that runs a
+				// transaction again when it lost a conflict (a serializable
+				// one) sees it did.
+				return errors.Join(errAbortBatch, r.err)
 			}
 			changes[i] = c
 		}

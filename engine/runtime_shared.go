@@ -18,12 +18,12 @@ import (
 //     poll that took as many as it asked for wakes one more, since the queue
 //     may hold more than one poll can take.
 //   - The timer loop fires, in one transaction, the timers ClaimTimers
-//     returns together with the node's own timers due (the timer set holds
-//     the timers this node's changes set, including where an override moved
-//     them). It wakes at the earliest of those, the store's next due time
-//     read after each round, and a sweep every Options.SharedSweep, which
-//     finds the timers of a node that died or that another node set earlier
-//     than anything this node knows.
+//     returns, and of the node's own timers (the timer set holds those its
+//     changes set) only those an override moved earlier than the store has
+//     them. It wakes at the earliest of its own timers, the store's next due
+//     time read after each round, and a sweep every Options.SharedSweep,
+//     which finds the timers of a node that died or that another node set
+//     earlier than anything this node knows.
 //   - Ids come from blocks ReserveIDs hands out, refilled in a batch's own
 //     transaction when half used.
 //   - Counts and the queues' books are read from the store, every
@@ -38,6 +38,9 @@ const (
 	// booksQueued bounds the queued tasks per queue and kind whose due
 	// times the books read; more are counted as later.
 	booksQueued = 1000
+	// booksWorkflowTasks bounds the workflow tasks the books read, all
+	// queues together.
+	booksWorkflowTasks = 10000
 	// booksLeases bounds the running attempts the books read per refresh.
 	booksLeases = 10000
 )
@@ -190,7 +193,16 @@ func (r *sharedRuntime) fireBatch() (bool, error) {
 			return err
 		}
 		claimed, next = len(ts), time.Time{}
-		for _, t := range mergeTimers(ts, own) {
+		for _, t := range ts {
+			if err := e.fire(tx, c, t, now); err != nil {
+				return err
+			}
+		}
+		moved, err := r.movedByOverride(tx, ts, own)
+		if err != nil {
+			return err
+		}
+		for _, t := range moved {
 			if err := e.fire(tx, c, t, now); err != nil {
 				return err
 			}
@@ -219,24 +231,41 @@ func (r *sharedRuntime) fireBatch() (bool, error) {
 	return true, nil
 }
 
-// mergeTimers is the timers claimed from the store and the node's own due
-// ones, each (kind, workflow, id) once: the claimed entry wins, being the
-// store's.
-func mergeTimers(claimed, own []Timer) []Timer {
-	if len(own) == 0 {
-		return claimed
+// movedByOverride returns the node's own due timers that the store does
+// not hold at that time: those an override moved earlier than the record
+// puts them (the store's timers follow the records). Those fire from
+// memory, fenced like any timer by the record they act on; every other own
+// timer is only an alarm, its row claimed from the store like any node's,
+// so that nodes never fire one timer at once.
+func (r *sharedRuntime) movedByOverride(tx Tx, claimed, own []Timer) ([]Timer, error) {
+	if len(own) == 0 || len(r.e.overrideTable()) == 0 {
+		return nil, nil
 	}
 	seen := make(map[timerKey]bool, len(claimed))
 	for _, t := range claimed {
 		seen[keyOf(t)] = true
 	}
-	out := claimed
+	var out []Timer
 	for _, t := range own {
-		if !seen[keyOf(t)] {
+		if seen[keyOf(t)] || t.Kind == UserTimer || t.Kind == WorkflowTaskLeaseTimer {
+			continue
+		}
+		a, err := tx.GetActivity(t.WorkflowID, t.ID)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		held := false
+		for _, st := range TimersOf(a) {
+			held = held || st.Kind == t.Kind && st.Due.Equal(t.Due)
+		}
+		if !held {
 			out = append(out, t)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // timerMovedLater sets the timer again in the node's set; a lease deadline
@@ -351,8 +380,9 @@ func (r *sharedRuntime) refresher() {
 
 // refresh reads the activity counts (every node's, summed by the store)
 // and, with books, the queues' books: the due times of the first
-// booksQueued tasks of each queue and kind (the rest count as later, from
-// the counts), and the attempts running per worker.
+// booksQueued activity tasks of each queue (the rest count as later, from
+// the counts), the workflow tasks waiting (up to booksWorkflowTasks), and
+// the attempts running per worker.
 func (r *sharedRuntime) refresh(books bool) error {
 	r.refreshing.Lock()
 	defer r.refreshing.Unlock()
@@ -383,19 +413,31 @@ func (r *sharedRuntime) refresh(books bool) error {
 			}
 			return b
 		}
+		add := func(q QueueEntry) {
+			b := book(q.Queue)
+			if b.queued[q.Kind] == nil {
+				b.queued[q.Kind] = map[taskRef]time.Time{}
+			}
+			b.queued[q.Kind][taskRef{q.WorkflowID, q.ActivityID}] = q.Due
+		}
+		// Workflow tasks are at most one per running workflow: read them
+		// across queues, up to a bound.
+		seen := 0
+		err = tx.QueuedIn(WorkflowTask, TimeRange{}, func(q QueueEntry) bool {
+			add(q)
+			seen++
+			return seen < booksWorkflowTasks
+		})
+		if err != nil {
+			return err
+		}
 		for name := range names {
-			for _, kind := range []TaskKind{WorkflowTask, ActivityTask} {
-				qs, err := tx.Queued(kind, name, booksQueued)
-				if err != nil {
-					return err
-				}
-				for _, q := range qs {
-					b := book(name)
-					if b.queued[kind] == nil {
-						b.queued[kind] = map[taskRef]time.Time{}
-					}
-					b.queued[kind][taskRef{q.WorkflowID, q.ActivityID}] = q.Due
-				}
+			qs, err := tx.Queued(ActivityTask, name, booksQueued)
+			if err != nil {
+				return err
+			}
+			for _, q := range qs {
+				add(q)
 			}
 		}
 		read := 0

@@ -159,8 +159,9 @@ func (s *Store) release() {
 		s.node, s.incarnation, micros(AliveWithin))
 }
 
-// Nodes returns the nodes the registry holds, by name: those that opened
-// the database within forgetAfter of the newest Open.
+// Nodes returns the nodes the registry holds, by name; Open forgets the
+// nodes not seen for forgetAfter (a day). A node that closed has its
+// last_seen moved back by AliveWithin (see release).
 func (s *Store) Nodes() ([]engine.NodeInfo, error) {
 	if s.closed.Load() {
 		return nil, engine.ErrClosed

@@ -1,7 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -64,14 +67,26 @@ func (t *tx) flushCounts() error {
 // activity counts. Each node writes rows of its own, so that two nodes
 // counting on one queue never write the same row; a row may go negative
 // (what one node scheduled another completed) and is deleted at zero.
+//
+// The rows are also per slot (tx.slot): the transactions one node runs at
+// once hold different slots, so that they do not queue behind one
+// another's row locks, or abort on each other's updates, either. They are
+// written in one order, so that two transactions that do meet on a row
+// (only a lease's worth of slots) cannot deadlock on two.
 func (t *tx) queueCounts(batch *pgx.Batch) {
-	for r, delta := range t.counts {
+	refs := slices.SortedFunc(maps.Keys(t.counts), func(x, y countRef) int {
+		return cmp.Or(cmp.Compare(x.state, y.state), cmp.Compare(x.queue, y.queue))
+	})
+	for _, r := range refs {
+		delta := t.counts[r]
 		if delta == 0 {
 			continue
 		}
-		batch.Queue(`INSERT INTO activity_counts (node, state, task_queue, n) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (node, state, task_queue) DO UPDATE SET n = activity_counts.n + excluded.n`, t.s.node, int16(r.state), b(r.queue), delta)
-		batch.Queue("DELETE FROM activity_counts WHERE node = $1 AND state = $2 AND task_queue = $3 AND n = 0", t.s.node, int16(r.state), b(r.queue))
+		batch.Queue(`INSERT INTO activity_counts (node, slot, state, task_queue, n) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (node, slot, state, task_queue) DO UPDATE SET n = activity_counts.n + excluded.n`,
+			t.s.node, t.slot, int16(r.state), b(r.queue), delta)
+		batch.Queue("DELETE FROM activity_counts WHERE node = $1 AND slot = $2 AND state = $3 AND task_queue = $4 AND n = 0",
+			t.s.node, t.slot, int16(r.state), b(r.queue))
 	}
 	clear(t.counts)
 }

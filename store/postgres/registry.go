@@ -125,8 +125,8 @@ func (s *Store) register(ctx context.Context) error {
 					WHERE nodes.name = c.node AND nodes.last_seen > now() - $2 * interval '1 microsecond')
 				RETURNING state, task_queue, n),
 			sums AS (SELECT state, task_queue, sum(n)::bigint AS n FROM gone GROUP BY state, task_queue)
-			INSERT INTO activity_counts (node, state, task_queue, n) SELECT $1, state, task_queue, n FROM sums WHERE n <> 0
-			ON CONFLICT (node, state, task_queue) DO UPDATE SET n = activity_counts.n + excluded.n`, s.node, micros(AliveWithin))
+			INSERT INTO activity_counts (node, slot, state, task_queue, n) SELECT $1, 0, state, task_queue, n FROM sums WHERE n <> 0
+			ON CONFLICT (node, slot, state, task_queue) DO UPDATE SET n = activity_counts.n + excluded.n`, s.node, micros(AliveWithin))
 		batch.Queue("DELETE FROM activity_counts WHERE node = $1 AND n = 0", s.node)
 		return ptx.SendBatch(ctx, batch).Close()
 	})
@@ -159,8 +159,9 @@ func (s *Store) release() {
 		s.node, s.incarnation, micros(AliveWithin))
 }
 
-// Nodes returns the nodes the registry holds, by name: those that opened
-// the database within forgetAfter of the newest Open.
+// Nodes returns the nodes the registry holds, by name; Open forgets the
+// nodes not seen for forgetAfter (a day). A node that closed has its
+// last_seen moved back by AliveWithin (see release).
 func (s *Store) Nodes() ([]engine.NodeInfo, error) {
 	if s.closed.Load() {
 		return nil, engine.ErrClosed

@@ -17,6 +17,19 @@ import (
 // a claim reads only the rows it returns and those it skips: the limit
 // applies after the locking.
 
+// The statements of the claims and of the next due times (the tests read
+// their plans).
+const (
+	claimQueuedSQL = `SELECT kind, task_queue, due, seq, workflow_id, activity_id FROM queue
+		WHERE kind = $1 AND length(task_queue) = length($2::bytea) AND task_queue = $2 AND due <= $3
+		ORDER BY ` + queueOrder + ` LIMIT $4 FOR UPDATE SKIP LOCKED`
+	nextQueuedSQL = `SELECT due FROM queue
+		WHERE kind = $1 AND length(task_queue) = length($2::bytea) AND task_queue = $2 AND due > $3
+		ORDER BY due LIMIT 1`
+	claimTimersSQL = "SELECT due, kind, workflow_id, id FROM timers WHERE due <= $1 ORDER BY " + timerOrder + " LIMIT $2 FOR UPDATE SKIP LOCKED"
+	nextTimerSQL   = "SELECT due FROM timers WHERE due > $1 ORDER BY due LIMIT 1"
+)
+
 func (t *tx) ClaimQueued(kind engine.TaskKind, queue string, now time.Time, limit int) ([]engine.QueueEntry, error) {
 	if err := checkPart("task_queue", queue); err != nil {
 		return nil, err
@@ -24,9 +37,7 @@ func (t *tx) ClaimQueued(kind engine.TaskKind, queue string, now time.Time, limi
 	if limit <= 0 {
 		return nil, nil
 	}
-	es, err := collect(t, scanQueueEntry, `SELECT kind, task_queue, due, seq, workflow_id, activity_id FROM queue
-		WHERE kind = $1 AND length(task_queue) = length($2::bytea) AND task_queue = $2 AND due <= $3
-		ORDER BY `+queueOrder+` LIMIT $4 FOR UPDATE SKIP LOCKED`, int16(kind), b(queue), nanos(now), limit)
+	es, err := collect(t, scanQueueEntry, claimQueuedSQL, int16(kind), b(queue), nanos(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim from queue %q: %w", queue, err)
 	}
@@ -37,17 +48,14 @@ func (t *tx) NextQueued(kind engine.TaskKind, queue string, now time.Time) (time
 	if err := checkPart("task_queue", queue); err != nil {
 		return time.Time{}, false, err
 	}
-	return t.next(fmt.Sprintf("next in queue %q", queue), `SELECT due FROM queue
-		WHERE kind = $1 AND length(task_queue) = length($2::bytea) AND task_queue = $2 AND due > $3
-		ORDER BY due LIMIT 1`, int16(kind), b(queue), nanos(now))
+	return t.next(fmt.Sprintf("next in queue %q", queue), nextQueuedSQL, int16(kind), b(queue), nanos(now))
 }
 
 func (t *tx) ClaimTimers(now time.Time, limit int) ([]engine.Timer, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	ts, err := collect(t, scanTimer, "SELECT due, kind, workflow_id, id FROM timers WHERE due <= $1 ORDER BY "+timerOrder+
-		" LIMIT $2 FOR UPDATE SKIP LOCKED", nanos(now), limit)
+	ts, err := collect(t, scanTimer, claimTimersSQL, nanos(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim timers: %w", err)
 	}
@@ -55,7 +63,7 @@ func (t *tx) ClaimTimers(now time.Time, limit int) ([]engine.Timer, error) {
 }
 
 func (t *tx) NextTimer(now time.Time) (time.Time, bool, error) {
-	return t.next("next timer", "SELECT due FROM timers WHERE due > $1 ORDER BY due LIMIT 1", nanos(now))
+	return t.next("next timer", nextTimerSQL, nanos(now))
 }
 
 // next reads one due time; no row is ok false.

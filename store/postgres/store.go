@@ -45,6 +45,10 @@ type Store struct {
 	incarnation int64 // this opening of the name, in every notice it sends
 	heartbeat   *heartbeat
 
+	// slots holds the slots of the activity counts no transaction holds:
+	// as many as the pool has connections (see queueCounts).
+	slots chan int16
+
 	mu        sync.Mutex
 	listeners map[*listener]struct{} // stopped by Close
 }
@@ -85,6 +89,10 @@ func Open(dsn string, opts Options) (*Store, error) {
 	s := &Store{
 		pool: pool, conn: cfg.ConnConfig.Copy(), pageSize: defaultPageSize,
 		node: node, incarnation: randomInt63(), listeners: map[*listener]struct{}{},
+		slots: make(chan int16, pool.Config().MaxConns),
+	}
+	for i := range cap(s.slots) {
+		s.slots <- int16(i)
 	}
 	if err := s.register(ctx); err != nil {
 		pool.Close()
@@ -104,12 +112,14 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 		return engine.ErrClosed
 	}
 	ctx := context.Background()
+	slot := <-s.slots
+	defer func() { s.slots <- slot }()
 	var err error
 	for range maxAttempts {
 		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(ptx pgx.Tx) error {
 			// A tx per attempt: the notices of an attempt that rolled
 			// back go with it.
-			t := &tx{ctx: ctx, q: ptx, pageSize: s.pageSize, s: s}
+			t := &tx{ctx: ctx, q: ptx, pageSize: s.pageSize, s: s, slot: slot}
 			if err := fn(t); err != nil {
 				return err
 			}

@@ -58,6 +58,7 @@ type tx struct {
 	readOnly bool
 	pageSize int // rows a list reads per query
 	s        *Store
+	slot     int16 // the rows of the activity counts this transaction writes
 	// counts holds the moves of the activity counts not yet written, by
 	// queue and state, written once when the transaction ends (flushCounts).
 	counts map[countRef]int64

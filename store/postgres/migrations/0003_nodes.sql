@@ -19,14 +19,17 @@ CREATE TABLE nodes (
 	incarnation bigint NOT NULL
 );
 
--- A node's counts move by what its transactions moved: a count may be
--- negative on one node (an activity scheduled through one node and
--- completed through another) and only the sum over nodes means anything.
--- A node's row that falls to zero is deleted.
+-- A node's counts move by what its transactions moved, and so do the
+-- counts of each slot of a node: the transactions a node runs at once hold
+-- different slots, so that they do not write the same row either. A count
+-- may be negative in one row (an activity scheduled through one node and
+-- completed through another) and only the sum of the rows means anything.
+-- A row that falls to zero is deleted.
 ALTER TABLE activity_counts ADD COLUMN node text COLLATE "C" NOT NULL DEFAULT '';
 ALTER TABLE activity_counts ALTER COLUMN node DROP DEFAULT;
+ALTER TABLE activity_counts ADD COLUMN slot smallint NOT NULL DEFAULT 0;
 ALTER TABLE activity_counts DROP CONSTRAINT activity_counts_pkey;
-ALTER TABLE activity_counts ADD PRIMARY KEY (node, state, task_queue);
+ALTER TABLE activity_counts ADD PRIMARY KEY (node, slot, state, task_queue);
 
 -- A node's part of an hour holds the attempts counted through it; the hour
 -- is the parts merged. Room is left on each page so that rewriting a part

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -38,6 +39,9 @@ const (
 	// booksQueued bounds the queued tasks per queue and kind whose due
 	// times the books read; more are counted as later.
 	booksQueued = 1000
+	// leaseRetries bounds how often a poll's lease transaction is tried
+	// again after the store gave up on it.
+	leaseRetries = 3
 	// booksWorkflowTasks bounds the workflow tasks the books read, all
 	// queues together.
 	booksWorkflowTasks = 10000
@@ -116,7 +120,7 @@ func (r *sharedRuntime) reserve() (int64, error) {
 
 func (r *sharedRuntime) take(k queueKey, now time.Time, max int, lease func(tx Tx, c *change, entries []QueueEntry) (int, error)) (bool, time.Time, error) {
 	e := r.e
-	for {
+	for failures := 0; ; {
 		var claimed, n int
 		var next time.Time
 		err := e.lease(func(tx Tx, c *change) error {
@@ -138,7 +142,19 @@ func (r *sharedRuntime) take(k queueKey, now time.Time, max int, lease func(tx T
 			return err
 		})
 		if err != nil {
-			return false, time.Time{}, err
+			// Nodes claiming from one queue at once can keep a
+			// serializable store's transactions conflicting past the
+			// times it runs them again; the poll tries a few more times,
+			// each after a short random pause, before it gives up.
+			if failures++; failures > leaseRetries || refused(err) || errors.Is(err, ErrClosed) {
+				return false, time.Time{}, err
+			}
+			select {
+			case <-time.After(time.Duration(rand.Int64N(int64(failures) * int64(5*time.Millisecond)))):
+			case <-e.closeCh:
+				return false, time.Time{}, ErrClosed
+			}
+			continue
 		}
 		if claimed == max {
 			// There may be more: pass the turn on to a poll parked here.

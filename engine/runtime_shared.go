@@ -202,6 +202,7 @@ func (r *sharedRuntime) fireBatch() (bool, error) {
 	e.mu.Unlock()
 	var claimed int
 	var next time.Time
+	var acted bool
 	err := e.update(func(tx Tx, c *change) error {
 		st := sharedTx(tx)
 		ts, err := st.ClaimTimers(now, timerBatch)
@@ -209,6 +210,7 @@ func (r *sharedRuntime) fireBatch() (bool, error) {
 			return err
 		}
 		claimed, next = len(ts), time.Time{}
+		defer func() { acted = c.shown() }()
 		for _, t := range ts {
 			if err := e.fire(tx, c, t, now); err != nil {
 				return err
@@ -237,7 +239,10 @@ func (r *sharedRuntime) fireBatch() (bool, error) {
 		e.mu.Unlock()
 		return false, err
 	}
-	if claimed == timerBatch || len(own) == timerBatch {
+	// A full batch that did nothing is timers an override moved later than
+	// the store has them (see timerMovedLater): the same rows would come
+	// back, so the round ends here.
+	if acted && (claimed == timerBatch || len(own) == timerBatch) {
 		return false, nil
 	}
 	e.mu.Lock()

@@ -14,8 +14,9 @@
 // returns, in the same order, so the engine's contract does not depend on
 // the store: store/storetest checks both.
 //
-// Update runs serializable transactions and runs fn again when PostgreSQL
-// aborts one for a conflict; a commit is durable when it returns, so Sync
+// Update runs repeatable-read transactions and runs fn again when
+// PostgreSQL aborts one for a conflict (see Update for why that isolation
+// fences every transition); a commit is durable when it returns, so Sync
 // has nothing left to do.
 //
 // Any number of nodes (durabled processes) may share a database: the Store

@@ -45,14 +45,13 @@ func (t *tx) ListLatency() ([]*durablev1.LatencyRecord, error) {
 
 // An hour of latency statistics is kept as one part per node (the attempts
 // counted through it), and a read merges the parts: two nodes counting the
-// same type in the same hour never write the same row. The engine adds to
-// an hour by reading it, adding and writing it back; so that this does not
-// read another node's part either (in a serializable transaction, reading a
-// row another transaction writes is a conflict that aborts one of them),
-// GetLatencyHour in a transaction that writes returns this node's part,
-// and PutLatencyHour replaces it. Everywhere else (GetLatencyHour in View,
-// LatencyHours, LatencyHoursBefore) the parts are merged, and
-// DeleteLatencyHour deletes them all.
+// same type in the same hour never write the same row, which would make
+// one of the two transactions run again. The engine adds to an hour by
+// reading it, adding and writing it back; so GetLatencyHour in a
+// transaction that writes returns this node's part, and PutLatencyHour
+// replaces it. Everywhere else (GetLatencyHour in View, LatencyHours,
+// LatencyHoursBefore) the parts are merged, and DeleteLatencyHour deletes
+// them all.
 
 func (t *tx) GetLatencyHour(activityType string, hour time.Time) (*durablev1.LatencyRecord, error) {
 	if err := checkPart("activity_type", activityType); err != nil {

@@ -54,7 +54,7 @@ func collect[R any](t *tx, scan pgx.RowToFunc[R], sql string, args ...any) ([]R,
 // round trip.
 type tx struct {
 	ctx      context.Context
-	q        pgx.Tx
+	q        querier
 	readOnly bool
 	pageSize int // rows a list reads per query
 	s        *Store

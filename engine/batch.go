@@ -285,22 +285,21 @@ func (e *Engine) try(batch []*request) (int, error) {
 				e.publishHeld = true
 			}()
 		}
-		seqUsed := false
+		failed = -1 // the store may run the transaction again
 		for i, r := range batch {
 			c := &change{now: e.now()}
 			r.err = r.fn(&trackTx{Tx: tx, c: c}, c)
 			if r.err != nil {
 				failed = i
-				return errAbortBatch
+				// With the transition's error, so that a store that runs a
+				// transaction again when it lost a conflict (a serializable
+				// one) sees it did.
+				return errors.Join(errAbortBatch, r.err)
 			}
 			changes[i] = c
-			seqUsed = seqUsed || c.seqUsed
 		}
 		countLatency(tx, changes)
-		if seqUsed {
-			return tx.SetCounter(e.seq)
-		}
-		return nil
+		return e.rt.beforeCommit(tx, changes)
 	})
 	if failed >= 0 {
 		return failed, errAbortBatch

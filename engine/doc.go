@@ -47,6 +47,13 @@
 //     commit) and the per-queue, per-state counts of activities, kept by
 //     watching the states each transition reads and writes (trackTx), and
 //     read at start from the counts the store keeps with the records.
+//   - runtime.go: the one seam between the rules and the store's kind: how
+//     polls find tasks, how due timers are found, where ids come from and
+//     what a batch does before it commits. The embedded runtime (the heaps
+//     and the window above) serves a store one engine uses; the shared one
+//     (runtime_shared.go) a store several nodes share (shared.go): claims
+//     from the store, ids in blocks, a notice per batch, and the other
+//     nodes' notices acted on in remote.go.
 //   - store.go: the Store interface and the index entries a record implies.
 //
 // Tests run the engine on a FakeClock over an in-memory store; nothing in a

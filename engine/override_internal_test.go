@@ -40,6 +40,7 @@ func TestFireMovesATimerAnOverrideMadeLater(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := &Engine{opts: Options{}.withDefaults()}
+			e.rt = &embedded{e: e}
 			table := overrideTable(nil).with([]*durablev1.PolicyOverride{{ActivityType: "Charge", Patch: tt.patch}})
 			e.overrides.Store(&table)
 			a := &durablev1.ActivityRecord{Info: &durablev1.PendingActivity{

@@ -42,6 +42,7 @@ func TestQueueAlarm_WakesAPollPerEntryDueAndSetsItselfForTheNext(t *testing.T) {
 	clock := NewFakeClock(t0i)
 	e := &Engine{clock: clock, closeCh: make(chan struct{}), waiters: map[queueKey][]*waiter{},
 		queues: map[queueKey]*entryHeap{}, alarms: map[queueKey]time.Time{}, horizon: t0i.Add(time.Hour)}
+	e.rt = &embedded{e: e}
 	defer close(e.closeCh)
 	k := queueKey{ActivityTask, "q"}
 	polls := []*waiter{{ch: make(chan struct{})}, {ch: make(chan struct{})}, {ch: make(chan struct{})}}

@@ -1,0 +1,9 @@
+package engine
+
+// CloseWaiters is how many callers wait on this engine for workflow id to
+// close: tests of another node closing it wait until one is registered.
+func (e *Engine) CloseWaiters(id string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.closeSubs[id])
+}

@@ -111,7 +111,10 @@ Usage:
 Commands:
 %s
 Global flags (accepted before or after the command):
-  --addr HOST:PORT         daemon address (default %s)
+  --addr HOST:PORT         daemon address (default %s); nodes sharing one
+                           database as a comma-separated list, or --addr
+                           repeated: calls go to the nodes that are up, in
+                           turn
   --token TOKEN            bearer token naming your principal, for a daemon
                            run with --auth; prefer DURABLE_TOKEN, which stays
                            out of the process list

@@ -34,6 +34,7 @@ import (
 // config is everything the flags decide.
 type config struct {
 	listen              string
+	node                string
 	store               string
 	postgresDSN         string
 	data                string
@@ -169,6 +170,10 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:7345",
 		"`address` to serve gRPC on; port 0 picks a free port (the log line \"listening addr=...\" names it)")
+	fs.StringVar(&cfg.node, "node", "",
+		"this daemon's `name` among the nodes of its store, in the \"listening\" log line, the metrics (durable_node_info) and 'wf nodes': "+
+			"up to 128 ASCII letters, digits and . - _ : @. The default, HOSTNAME-PID, is unique among the daemons running; "+
+			"give a stable name (a pod's, say) to keep one across restarts (default HOSTNAME-PID)")
 	fs.StringVar(&cfg.store, "store", storeBadger,
 		"where the state is kept: badger (a data directory of its own, --data) or postgres (a PostgreSQL database, --postgres-dsn; one node per database for now)")
 	fs.StringVar(&cfg.postgresDSN, "postgres-dsn", "",
@@ -241,6 +246,12 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	if err := checkStoreFlags(fs, &cfg); err != nil {
 		return config{}, err
 	}
+	if !flagGiven(fs, "node") {
+		cfg.node = server.DefaultNodeName()
+	}
+	if err := server.CheckNodeName(cfg.node); err != nil {
+		return config{}, fmt.Errorf("--node: the name %w", err)
+	}
 	switch {
 	case cfg.store == storeBadger && cfg.data == "":
 		return config{}, errors.New("--data is required: no home directory to default to")
@@ -270,6 +281,13 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 			badgerstore.FormatSize(uint64(badgerstore.DefaultMemoryBudget)))
 	}
 	return cfg, nil
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // badgerOnly are the flags that mean something only for the Badger store.

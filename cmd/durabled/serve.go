@@ -32,6 +32,7 @@ import (
 // shuts down in order: health NOT_SERVING, no new calls, long polls answered,
 // running calls drained (bounded), store closed.
 func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
+	started := time.Now()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -145,6 +146,9 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		Auth:       tr.auth,
 		TokenKey:   key,
 		Metrics:    metrics,
+
+		Node:        cfg.node,
+		NodeStarted: started,
 	}
 	gs := server.New(eng, opts).NewGRPCServer(tr.creds...)
 	healthpb.RegisterHealthServer(gs, hs)
@@ -190,7 +194,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	} else {
 		where = append(where, "database", pgDatabase(cfg.postgresDSN))
 	}
-	logger.Info("listening", append([]any{"addr", lis.Addr().String()}, append(where,
+	logger.Info("listening", append([]any{"addr", lis.Addr().String(), "node", cfg.node}, append(where,
 		"tls", cfg.tlsCert != "", "mtls", tr.mtls, "auth", cfg.auth != "", "principals", principals,
 		"go_memory_limit", debug.SetMemoryLimit(-1))...)...)
 

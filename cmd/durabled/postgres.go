@@ -42,7 +42,7 @@ func openPostgres(ctx context.Context, cfg config) (*pgstore.Store, *pgstore.Nod
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres %s: %w", pgDatabase(cfg.postgresDSN), err)
 	}
-	st, err := pgstore.Open(cfg.postgresDSN, pgstore.Options{})
+	st, err := pgstore.Open(cfg.postgresDSN, pgstore.Options{Node: cfg.node})
 	if err != nil {
 		lock.Release()
 		return nil, nil, fmt.Errorf("postgres %s: %w", pgDatabase(cfg.postgresDSN), err)

@@ -31,6 +31,14 @@ func TestPostgresNodeLosesNothingAcknowledgedAcrossSIGKILL(t *testing.T) {
 		t.Errorf("the logs repeat the DSN:\n%s", d.Logs())
 	}
 	c := durablev1.NewDurableClient(dial(t, d.Addr))
+	nodes, err := c.ListNodes(ctx, &durablev1.ListNodesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := logField(t, d.Logs(), "msg=listening", "node")
+	if len(nodes.GetNodes()) != 1 || nodes.GetNodes()[0].GetName() != name || !nodes.GetNodes()[0].GetAlive() || nodes.GetAnsweredBy() != name {
+		t.Errorf("ListNodes = %v, want the one node %q, alive", nodes, name)
+	}
 	if _, err := c.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: "wf-1", WorkflowType: "T", TaskQueue: "q"}); err != nil {
 		t.Fatal(err)
 	}

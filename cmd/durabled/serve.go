@@ -26,6 +26,7 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/server"
 	badgerstore "github.com/tinyllm/durable/store/badger"
+	pgstore "github.com/tinyllm/durable/store/postgres"
 )
 
 // serve opens the store and the engine, serves until SIGTERM or SIGINT, then
@@ -42,6 +43,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		metrics = server.NewMetrics()
 		observer = metrics
 	}
+	aliveWithin := server.DefaultNodeAliveWithin
 	var (
 		store    engine.Store
 		key      []byte
@@ -58,6 +60,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		defer lock.Release()
 		lockLost = lock.Lost()
 		store = pg
+		aliveWithin = pgstore.AliveWithin
 		if key, err = pg.TokenKey(server.NewTokenKey()); err != nil {
 			pg.Close()
 			return err
@@ -147,8 +150,9 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		TokenKey:   key,
 		Metrics:    metrics,
 
-		Node:        cfg.node,
-		NodeStarted: started,
+		Node:            cfg.node,
+		NodeStarted:     started,
+		NodeAliveWithin: aliveWithin,
 	}
 	gs := server.New(eng, opts).NewGRPCServer(tr.creds...)
 	healthpb.RegisterHealthServer(gs, hs)

@@ -30,43 +30,34 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 	resp := &durablev1.PollActivityTaskResponse{}
 	k := queueKey{ActivityTask, req.GetTaskQueue()}
 	err := e.longPoll(ctx, k, req.GetIdentity(), func(now time.Time) (bool, time.Time, error) {
-		for {
-			if e.gate.err() != nil {
+		if e.gate.err() != nil {
+			return false, time.Time{}, nil
+		}
+		var tasks []*durablev1.ActivityTask
+		ok, next, err := e.rt.take(k, now, max, func(tx Tx, c *change, entries []QueueEntry) (int, error) {
+			tasks = tasks[:0]
+			for _, q := range entries {
+				t, err := e.leaseActivity(tx, c, q, req.GetIdentity(), now)
+				if errors.Is(err, errStaleEntry) {
+					continue
+				}
+				if err != nil {
+					return 0, err
+				}
+				tasks = append(tasks, t)
+			}
+			return len(tasks), nil
+		})
+		if err != nil {
+			if refused(err) {
 				return false, time.Time{}, nil
 			}
-			e.mu.Lock()
-			taken, next := e.takeDue(k, now, max)
-			e.mu.Unlock()
-			if len(taken) == 0 {
-				return false, next, nil
-			}
-			var tasks []*durablev1.ActivityTask
-			err := e.lease(func(tx Tx, c *change) error {
-				tasks = tasks[:0]
-				for _, q := range taken {
-					t, err := e.leaseActivity(tx, c, q, req.GetIdentity(), now)
-					if errors.Is(err, errStaleEntry) {
-						continue
-					}
-					if err != nil {
-						return err
-					}
-					tasks = append(tasks, t)
-				}
-				return nil
-			})
-			if err != nil {
-				e.restore(taken)
-				if refused(err) {
-					return false, time.Time{}, nil
-				}
-				return false, time.Time{}, err
-			}
-			if len(tasks) > 0 {
-				resp.Tasks = tasks
-				return true, time.Time{}, nil
-			}
+			return false, time.Time{}, err
 		}
+		if ok {
+			resp.Tasks = tasks
+		}
+		return ok, next, nil
 	})
 	return resp, err
 }

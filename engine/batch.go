@@ -285,7 +285,6 @@ func (e *Engine) try(batch []*request) (int, error) {
 				e.publishHeld = true
 			}()
 		}
-		seqUsed := false
 		for i, r := range batch {
 			c := &change{now: e.now()}
 			r.err = r.fn(&trackTx{Tx: tx, c: c}, c)
@@ -294,13 +293,9 @@ func (e *Engine) try(batch []*request) (int, error) {
 				return errAbortBatch
 			}
 			changes[i] = c
-			seqUsed = seqUsed || c.seqUsed
 		}
 		countLatency(tx, changes)
-		if seqUsed {
-			return tx.SetCounter(e.seq)
-		}
-		return nil
+		return e.rt.beforeCommit(tx, changes)
 	})
 	if failed >= 0 {
 		return failed, errAbortBatch

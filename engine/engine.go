@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -23,9 +22,13 @@ type Engine struct {
 	store Store
 	opts  Options
 	clock Clock
+	// rt is how the engine meets its store: the embedded runtime, or the
+	// shared one on a store other nodes use too (runtime.go).
+	rt engineRuntime
 
-	// Owned by the batcher goroutine: the jitter generator and the last id
-	// handed out (queue sequence numbers, lease ids).
+	// Owned by the batcher goroutine: the jitter generator and, for the
+	// embedded runtime, the last id handed out (queue sequence numbers,
+	// audit ids).
 	rng *rand.Rand
 	seq int64
 
@@ -140,22 +143,28 @@ func New(store Store, opts Options) (*Engine, error) {
 		gate:             newWriteGate(opts.ReadOnly),
 	}
 	e.gateRefused, e.writesSince = opts.ReadOnly != nil, e.now()
+	shared, isShared := store.(SharedStore)
+	if isShared {
+		e.rt = newSharedRuntime(e, shared)
+	} else {
+		e.rt = &embedded{e: e}
+	}
 	err := store.View(func(tx Tx) error {
-		n, err := tx.Counter()
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		e.seq = n
 		// Timers of activities whose type has an override are where the
 		// override puts them: load the overrides first.
 		if err := e.loadOverrides(tx); err != nil {
 			return err
 		}
-		if err := e.rebuildIndex(tx); err != nil {
-			return err
+		if !isShared {
+			if err := e.loadEmbedded(tx); err != nil {
+				return err
+			}
 		}
 		return e.loadOperations(tx)
 	})
+	if err == nil && isShared {
+		err = e.rt.(*sharedRuntime).load()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +178,7 @@ func New(store Store, opts Options) (*Engine, error) {
 	go e.trailJanitor()
 	go e.releaser()
 	go e.queueShower()
+	e.rt.start()
 	return e, nil
 }
 
@@ -198,6 +208,7 @@ func (e *Engine) Close() error {
 	<-e.trailJanitorDone
 	<-e.opsDone
 	<-e.batcherDone
+	e.rt.stop()
 	return nil
 }
 
@@ -254,7 +265,7 @@ func (e *Engine) publishChangeLocked(c *change) {
 	if len(c.entries) > 0 {
 		now := e.now()
 		for _, q := range c.entries {
-			if !e.pushEntryLocked(q) {
+			if !e.rt.queuedLocked(q) {
 				continue
 			}
 			k := queueKey{q.Kind, q.Queue}
@@ -300,12 +311,8 @@ func (e *Engine) publishChangeLocked(c *change) {
 	}
 }
 
-// nextID hands out the next id of the engine's sequence.
-func (e *Engine) nextID(c *change) int64 {
-	e.seq++
-	c.seqUsed = true
-	return e.seq
-}
+// nextID hands out the next id of the engine's sequence (runtime.go).
+func (e *Engine) nextID(c *change) int64 { return e.rt.nextID(c) }
 
 func (e *Engine) now() time.Time { return e.clock.Now() }
 

@@ -40,7 +40,10 @@ type PollGauge struct {
 }
 
 // Gauges returns the current counts, sorted by task queue.
+// On a shared store the activity counts are every node's, read from the
+// store; the polls are those parked on this node.
 func (e *Engine) Gauges() Gauges {
+	e.rt.readGauges(false)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var g Gauges

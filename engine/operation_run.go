@@ -56,10 +56,9 @@ func (e *Engine) RedriveDeadLetters(ctx context.Context, by Actor, req *durablev
 		last := from+opItemChunk >= len(refs)
 		fn := func(tx Tx, c *change) error {
 			if seq == 0 {
-				e.opSeq++
-				seq = e.opSeq
+				seq = e.rt.nextOpSeq(c)
 			}
-			r := &durablev1.OperationRecord{Seq: seq, Operation: proto.Clone(tmpl).(*durablev1.Operation)}
+			r := &durablev1.OperationRecord{Seq: seq, Operation: proto.Clone(tmpl).(*durablev1.Operation), Node: e.rt.node()}
 			r.Operation.Id = OperationID(seq)
 			if err := tx.PutOperationItems(seq, int64(from), chunk); err != nil {
 				return err

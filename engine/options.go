@@ -65,6 +65,12 @@ type Options struct {
 	// the store until the window reaches it (horizon.go). Default
 	// DefaultWaitWindow.
 	WaitWindow time.Duration
+	// SharedSweep is, on a store several nodes share, how often the timer
+	// loop looks at the store's timers even when nothing it knows of is
+	// due: the longest a timer set by a node that died (or set through
+	// another node, earlier than any this node knows) waits past its due
+	// time. Default DefaultSharedSweep (1 s).
+	SharedSweep time.Duration
 }
 
 // DefaultMaxWatchers is the default of Options.MaxWatchers: consoles and
@@ -93,6 +99,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WaitWindow <= 0 {
 		o.WaitWindow = DefaultWaitWindow
+	}
+	if o.SharedSweep <= 0 {
+		o.SharedSweep = DefaultSharedSweep
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -51,13 +51,13 @@ func (e *Engine) alarm(k queueKey, due time.Time) {
 		return
 	}
 	delete(e.alarms, k)
-	e.ringLocked(k, e.now())
+	e.rt.ringLocked(k, e.now())
 }
 
-// ringLocked wakes a parked poll for each entry of the queue due at now,
+// ringHeapLocked wakes a parked poll for each entry of the queue due at now,
 // and sets the alarm for the earliest entry not yet due if polls stay
 // parked.
-func (e *Engine) ringLocked(k queueKey, now time.Time) {
+func (e *Engine) ringHeapLocked(k queueKey, now time.Time) {
 	parked := len(e.waiters[k])
 	if parked == 0 {
 		return // the next poll to park sets the alarm (longPoll)

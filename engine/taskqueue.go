@@ -187,11 +187,13 @@ func (e *Engine) leasesLocked(k pollerKey) int {
 // ListTaskQueues returns the task queues as the engine sees them now. It
 // reads only memory (and the window's next stretch when it is time to move
 // it, see horizon.go): its cost is the tasks queued within the window, not
-// the store.
+// the store. On a shared store the tasks and leases are read from the store
+// (runtime_shared.go) and the pollers are those of this node.
 func (e *Engine) ListTaskQueues(ctx context.Context, req *durablev1.ListTaskQueuesRequest) (*durablev1.ListTaskQueuesResponse, error) {
 	// Tasks that fell due beyond the window count as ready once it has
 	// moved on; should it fail to, they still count, as later.
 	_ = e.ensureHorizon()
+	e.rt.readGauges(true)
 	now := e.now()
 	e.mu.Lock()
 	qs := e.taskQueuesLocked(now)

@@ -28,11 +28,7 @@ func (e *Engine) timerLoop() {
 		}
 		e.mu.Lock()
 		now := e.now()
-		next := e.nextTimerLocked()
-		// The window moves on in time even with no poll to move it.
-		if at := refillAt(e.horizon, e.opts.WaitWindow); next.IsZero() || at.Before(next) {
-			next = at
-		}
+		next := e.rt.wakeAtLocked(now)
 		e.mu.Unlock()
 
 		var due <-chan time.Time
@@ -79,29 +75,7 @@ func (e *Engine) fireBatch() (done bool, err error) {
 	if err := e.gate.err(); err != nil {
 		return true, err
 	}
-	e.mu.Lock()
-	now := e.now()
-	batch := e.timers.popDue(now, timerBatch)
-	e.mu.Unlock()
-	if len(batch) == 0 {
-		return true, nil
-	}
-	err = e.update(func(tx Tx, c *change) error {
-		for _, t := range batch {
-			if err := e.fire(tx, c, t, now); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		e.mu.Lock()
-		for _, t := range batch {
-			e.timers.restore(t)
-		}
-		e.mu.Unlock()
-	}
-	return false, err
+	return e.rt.fireBatch()
 }
 
 func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
@@ -145,8 +119,7 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 			return nil
 		}
 		if deadline.After(t.Due) {
-			c.addTimer(Timer{Due: deadline, Kind: ActivityLeaseTimer, WorkflowID: t.WorkflowID, ID: t.ID})
-			return nil
+			return e.rt.timerMovedLater(tx, c, t, deadline)
 		}
 		now = deadline
 		c.observe(observation{kind: obsTimedOut, activityType: in.GetActivityType(), timeout: why})
@@ -177,8 +150,7 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 			return nil
 		}
 		if exp.AsTime().After(t.Due) {
-			c.addTimer(Timer{Due: exp.AsTime(), Kind: ScheduleToCloseTimer, WorkflowID: t.WorkflowID, ID: t.ID})
-			return nil
+			return e.rt.timerMovedLater(tx, c, t, exp.AsTime())
 		}
 		c.observe(observation{kind: obsTimedOut, activityType: in.GetActivityType(), timeout: TimeoutScheduleToClose})
 		return e.expire(tx, c, a, exp.AsTime())

@@ -121,64 +121,55 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 	resp := &durablev1.PollWorkflowTaskResponse{}
 	k := queueKey{WorkflowTask, req.GetTaskQueue()}
 	err := e.longPoll(ctx, k, req.GetIdentity(), func(now time.Time) (bool, time.Time, error) {
-		for {
-			if e.gate.err() != nil {
-				return false, time.Time{}, nil // a lease is a write: see PollActivityTask
-			}
-			e.mu.Lock()
-			taken, next := e.takeDue(k, now, 1)
-			e.mu.Unlock()
-			if len(taken) == 0 {
-				return false, next, nil
-			}
-			got := false
-			var startedID int64
-			err := e.lease(func(tx Tx, c *change) error {
-				w, err := tx.GetWorkflow(taken[0].WorkflowID)
-				if errors.Is(err, ErrNotFound) {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				if cur, ok := WorkflowQueueEntryOf(w); !ok || cur.Seq != taken[0].Seq {
-					return nil // stale entry
-				}
-				w.WtState = wtStarted
-				w.WtLeaseId = newLeaseID()
-				w.WtDeadline = ts(now.Add(e.opts.WorkflowTaskTimeout))
-				// Started is recorded when the task is handed out, so replay
-				// knows which events the task saw: those before it.
-				e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskStarted, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()})
-				if err := tx.PutWorkflow(w); err != nil {
-					return err
-				}
-				c.addTimer(WorkflowTimersOf(w)...)
-				c.workflow(w) // watchers see its task leave the queue
-				startedID = w.GetNextEventId() - 1
-				resp.TaskToken = encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()})
-				resp.WorkflowId = w.GetInfo().GetWorkflowId()
-				resp.WorkflowType = w.GetInfo().GetWorkflowType()
-				resp.Attempt = w.GetWtAttempt()
-				got = true
-				return nil
-			})
-			if err != nil {
-				e.restore(taken)
-				if refused(err) {
-					return false, time.Time{}, nil
-				}
-				return false, time.Time{}, err
-			}
-			if got {
-				// The history is read outside the batcher, where reads run in
-				// parallel, and cut at this task's Started: events that land
-				// meanwhile belong to the next task.
-				return true, time.Time{}, e.store.View(func(tx Tx) error {
-					return e.taskHistory(tx, resp, req.GetStickySession(), startedID)
-				})
-			}
+		if e.gate.err() != nil {
+			return false, time.Time{}, nil // a lease is a write: see PollActivityTask
 		}
+		var startedID int64
+		ok, next, err := e.rt.take(k, now, 1, func(tx Tx, c *change, entries []QueueEntry) (int, error) {
+			q := entries[0]
+			w, err := tx.GetWorkflow(q.WorkflowID)
+			if errors.Is(err, ErrNotFound) {
+				return 0, nil
+			}
+			if err != nil {
+				return 0, err
+			}
+			if cur, ok := WorkflowQueueEntryOf(w); !ok || cur.Seq != q.Seq {
+				return 0, nil // stale entry
+			}
+			w.WtState = wtStarted
+			w.WtLeaseId = newLeaseID()
+			w.WtDeadline = ts(now.Add(e.opts.WorkflowTaskTimeout))
+			// Started is recorded when the task is handed out, so replay
+			// knows which events the task saw: those before it.
+			e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskStarted, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()})
+			if err := tx.PutWorkflow(w); err != nil {
+				return 0, err
+			}
+			c.addTimer(WorkflowTimersOf(w)...)
+			c.workflow(w) // watchers see its task leave the queue
+			startedID = w.GetNextEventId() - 1
+			resp.TaskToken = encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()})
+			resp.WorkflowId = w.GetInfo().GetWorkflowId()
+			resp.WorkflowType = w.GetInfo().GetWorkflowType()
+			resp.Attempt = w.GetWtAttempt()
+			return 1, nil
+		})
+		if err != nil {
+			if refused(err) {
+				return false, time.Time{}, nil
+			}
+			return false, time.Time{}, err
+		}
+		if !ok {
+			return false, next, nil
+		}
+		// The history is read outside the batcher, where reads run in
+		// parallel, and cut at this task's Started: events that land
+		// meanwhile belong to the next task.
+		return true, time.Time{}, e.store.View(func(tx Tx) error {
+			return e.taskHistory(tx, resp, req.GetStickySession(), startedID)
+		})
 	})
 	return resp, err
 }

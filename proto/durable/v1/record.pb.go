@@ -470,7 +470,12 @@ type OperationRecord struct {
 	// The index of the next work item to release: released + skipped.
 	Next int64 `protobuf:"varint,3,opt,name=next,proto3" json:"next,omitempty"`
 	// The work list is gone: deleted once the operation finished.
-	ItemsDeleted  bool `protobuf:"varint,4,opt,name=items_deleted,json=itemsDeleted,proto3" json:"items_deleted,omitempty"`
+	ItemsDeleted bool `protobuf:"varint,4,opt,name=items_deleted,json=itemsDeleted,proto3" json:"items_deleted,omitempty"`
+	// On a store several nodes share, the node whose releaser runs the
+	// operation: the one that started it, or one that took it over at its
+	// start when that node was no longer alive. Empty on a store one node
+	// uses.
+	Node          string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,6 +538,13 @@ func (x *OperationRecord) GetItemsDeleted() bool {
 	return false
 }
 
+func (x *OperationRecord) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
 var File_durable_v1_record_proto protoreflect.FileDescriptor
 
 const file_durable_v1_record_proto_rawDesc = "" +
@@ -573,12 +585,13 @@ const file_durable_v1_record_proto_rawDesc = "" +
 	"\x06max_ns\x18\x04 \x01(\x03R\x05maxNs\x12\x18\n" +
 	"\abuckets\x18\x05 \x03(\x03R\abuckets\x12.\n" +
 	"\x04hour\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04hour\x12>\n" +
-	"\flast_options\x18\a \x01(\v2\x1b.durable.v1.ActivityOptionsR\vlastOptions\"\x91\x01\n" +
+	"\flast_options\x18\a \x01(\v2\x1b.durable.v1.ActivityOptionsR\vlastOptions\"\xa5\x01\n" +
 	"\x0fOperationRecord\x123\n" +
 	"\toperation\x18\x01 \x01(\v2\x15.durable.v1.OperationR\toperation\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
 	"\x04next\x18\x03 \x01(\x03R\x04next\x12#\n" +
-	"\ritems_deleted\x18\x04 \x01(\bR\fitemsDeleted*\x9a\x01\n" +
+	"\ritems_deleted\x18\x04 \x01(\bR\fitemsDeleted\x12\x12\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node*\x9a\x01\n" +
 	"\x11WorkflowTaskState\x12#\n" +
 	"\x1fWORKFLOW_TASK_STATE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18WORKFLOW_TASK_STATE_NONE\x10\x01\x12!\n" +

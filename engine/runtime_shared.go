@@ -1,0 +1,506 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// The shared runtime (see runtime.go for how it differs from the embedded
+// one): the store is the index, memory only an alarm clock.
+//
+//   - Polls claim due tasks from the store inside their lease transaction
+//     (ClaimQueued skips rows another node's transaction holds); a poll that
+//     finds none arms its queue's alarm for the store's next due time, and a
+//     poll that took as many as it asked for wakes one more, since the queue
+//     may hold more than one poll can take.
+//   - The timer loop fires, in one transaction, the timers ClaimTimers
+//     returns together with the node's own timers due (the timer set holds
+//     the timers this node's changes set, including where an override moved
+//     them). It wakes at the earliest of those, the store's next due time
+//     read after each round, and a sweep every Options.SharedSweep, which
+//     finds the timers of a node that died or that another node set earlier
+//     than anything this node knows.
+//   - Ids come from blocks ReserveIDs hands out, refilled in a batch's own
+//     transaction when half used.
+//   - Counts and the queues' books are read from the store, every
+//     sharedRefreshEvery and at each read of them.
+
+const (
+	// idBlock is how many ids one ReserveIDs call takes.
+	idBlock = 1000
+	// sharedRefreshEvery is how often the counts and the books are read
+	// again from the store.
+	sharedRefreshEvery = 2 * time.Second
+	// booksQueued bounds the queued tasks per queue and kind whose due
+	// times the books read; more are counted as later.
+	booksQueued = 1000
+	// booksLeases bounds the running attempts the books read per refresh.
+	booksLeases = 10000
+)
+
+// DefaultSharedSweep is the default of Options.SharedSweep.
+const DefaultSharedSweep = time.Second
+
+// sharedRuntime is the runtime of a SharedStore.
+type sharedRuntime struct {
+	e     *Engine
+	store SharedStore
+
+	// The id block [next, end), owned by the batcher; idErr is a failure to
+	// reserve one outside a batch's transaction, which fails that batch.
+	next, end int64
+	idErr     error
+
+	// storeNext is the store's earliest timer after the last round (zero:
+	// none), sweepAt when the next sweep is due; guarded by the engine's mu.
+	storeNext, sweepAt time.Time
+
+	// refreshing serializes the reads of counts and books.
+	refreshing sync.Mutex
+	stopListen func()
+	stopCh     chan struct{}
+	done       chan struct{}
+}
+
+func newSharedRuntime(e *Engine, s SharedStore) *sharedRuntime {
+	return &sharedRuntime{e: e, store: s, stopCh: make(chan struct{}), done: make(chan struct{})}
+}
+
+// sharedTx is the SharedTx under the Tx a transition sees (a trackTx, whose
+// counting claims do not disturb: they read no record).
+func sharedTx(tx Tx) SharedTx {
+	if t, ok := tx.(*trackTx); ok {
+		tx = t.Tx
+	}
+	return tx.(SharedTx)
+}
+
+// load readies the runtime at New: everything is kept (there is no window:
+// the store is the index), the first id block is reserved, the counts are
+// read, operations other live nodes run are left to them, and the first
+// round of timers sweeps the store (leases that expired while no node ran).
+func (r *sharedRuntime) load() error {
+	e := r.e
+	e.horizon = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	first, err := r.reserve()
+	if err != nil {
+		return err
+	}
+	r.next, r.end = first, first+idBlock
+	if err := r.adoptOperations(); err != nil {
+		return err
+	}
+	r.sweepAt = e.now()
+	return r.refresh(false)
+}
+
+func (r *sharedRuntime) reserve() (int64, error) {
+	var first int64
+	err := r.store.Update(func(tx Tx) error {
+		var err error
+		first, err = sharedTx(tx).ReserveIDs(idBlock)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reserve ids: %w", err)
+	}
+	return first, nil
+}
+
+func (r *sharedRuntime) take(k queueKey, now time.Time, max int, lease func(tx Tx, c *change, entries []QueueEntry) (int, error)) (bool, time.Time, error) {
+	e := r.e
+	for {
+		var claimed, n int
+		var next time.Time
+		err := e.lease(func(tx Tx, c *change) error {
+			st := sharedTx(tx)
+			claimed, n, next = 0, 0, time.Time{}
+			entries, err := st.ClaimQueued(k.kind, k.queue, now, max)
+			if err != nil {
+				return err
+			}
+			claimed = len(entries)
+			if claimed == 0 {
+				due, ok, err := st.NextQueued(k.kind, k.queue, now)
+				if ok {
+					next = due
+				}
+				return err
+			}
+			n, err = lease(tx, c, entries)
+			return err
+		})
+		if err != nil {
+			return false, time.Time{}, err
+		}
+		if claimed == max {
+			// There may be more: pass the turn on to a poll parked here.
+			e.mu.Lock()
+			e.wakeLocked(k, 1)
+			e.mu.Unlock()
+		}
+		switch {
+		case n > 0:
+			return true, time.Time{}, nil
+		case claimed == 0:
+			return false, next, nil
+		}
+		// Every entry claimed had moved on: look again.
+	}
+}
+
+func (r *sharedRuntime) queuedLocked(QueueEntry) bool { return true }
+
+// ringLocked wakes one parked poll: what is due is in the store, and a poll
+// that takes all it asked for wakes the next.
+func (r *sharedRuntime) ringLocked(k queueKey, now time.Time) { r.e.wakeLocked(k, 1) }
+
+// dueLocked reports whether a round of timers may find something: one of
+// the node's own timers is due, the store's next one is, or a sweep is.
+func (r *sharedRuntime) dueLocked(now time.Time) bool {
+	if n := r.e.timers.next(); !n.IsZero() && !n.After(now) {
+		return true
+	}
+	if !r.storeNext.IsZero() && !r.storeNext.After(now) {
+		return true
+	}
+	return !now.Before(r.sweepAt)
+}
+
+func (r *sharedRuntime) fireBatch() (bool, error) {
+	e := r.e
+	e.mu.Lock()
+	now := e.now()
+	if !r.dueLocked(now) {
+		e.mu.Unlock()
+		return true, nil
+	}
+	own := e.timers.popDue(now, timerBatch)
+	e.mu.Unlock()
+	var claimed int
+	var next time.Time
+	err := e.update(func(tx Tx, c *change) error {
+		st := sharedTx(tx)
+		ts, err := st.ClaimTimers(now, timerBatch)
+		if err != nil {
+			return err
+		}
+		claimed, next = len(ts), time.Time{}
+		for _, t := range mergeTimers(ts, own) {
+			if err := e.fire(tx, c, t, now); err != nil {
+				return err
+			}
+		}
+		due, ok, err := st.NextTimer(now)
+		if ok {
+			next = due
+		}
+		return err
+	})
+	if err != nil {
+		e.mu.Lock()
+		for _, t := range own {
+			e.timers.restore(t)
+		}
+		e.mu.Unlock()
+		return false, err
+	}
+	if claimed == timerBatch || len(own) == timerBatch {
+		return false, nil
+	}
+	e.mu.Lock()
+	r.storeNext = next
+	r.sweepAt = now.Add(e.opts.SharedSweep)
+	e.mu.Unlock()
+	return true, nil
+}
+
+// mergeTimers is the timers claimed from the store and the node's own due
+// ones, each (kind, workflow, id) once: the claimed entry wins, being the
+// store's.
+func mergeTimers(claimed, own []Timer) []Timer {
+	if len(own) == 0 {
+		return claimed
+	}
+	seen := make(map[timerKey]bool, len(claimed))
+	for _, t := range claimed {
+		seen[keyOf(t)] = true
+	}
+	out := claimed
+	for _, t := range own {
+		if !seen[keyOf(t)] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// timerMovedLater sets the timer again in the node's set; a lease deadline
+// an override moved later is written to the record too, so the store's
+// timer moves with it rather than being claimed again and again.
+func (r *sharedRuntime) timerMovedLater(tx Tx, c *change, t Timer, due time.Time) error {
+	moved := t
+	moved.Due = due
+	c.addTimer(moved)
+	if t.Kind != ActivityLeaseTimer {
+		return nil
+	}
+	a, err := tx.GetActivity(t.WorkflowID, t.ID)
+	if err != nil {
+		return ignoreNotFound(err)
+	}
+	in := a.GetInfo()
+	if in.GetLeaseDeadline().AsTime().Equal(due) {
+		return nil
+	}
+	in.LeaseDeadline = ts(due)
+	if err := tx.PutActivity(a); err != nil {
+		return err
+	}
+	c.upsert(in)
+	return nil
+}
+
+func (r *sharedRuntime) wakeAtLocked(now time.Time) time.Time {
+	next := r.sweepAt
+	for _, t := range []time.Time{r.e.timers.next(), r.storeNext} {
+		if !t.IsZero() && t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+func (r *sharedRuntime) nextID(*change) int64 {
+	if r.next >= r.end {
+		// A batch used a whole block: take another outside it.
+		first, err := r.reserve()
+		if err != nil {
+			r.idErr = err
+			return 0
+		}
+		r.next, r.end = first, first+idBlock
+	}
+	id := r.next
+	r.next++
+	return id
+}
+
+func (r *sharedRuntime) nextOpSeq(c *change) int64 { return r.nextID(c) }
+
+// beforeCommit refills the id block when half of it is used and sends the
+// other nodes the batch's notice.
+func (r *sharedRuntime) beforeCommit(tx Tx, changes []*change) error {
+	if err := r.idErr; err != nil {
+		r.idErr = nil
+		return err
+	}
+	st := tx.(SharedTx)
+	if r.end-r.next < idBlock/2 {
+		first, err := st.ReserveIDs(idBlock)
+		if err != nil {
+			return err
+		}
+		r.next, r.end = first, first+idBlock
+	}
+	if n := noticeOf(changes); !n.empty() {
+		return st.Notify(n)
+	}
+	return nil
+}
+
+func (r *sharedRuntime) node() string { return r.store.Node() }
+
+func (r *sharedRuntime) readGauges(books bool) {
+	if err := r.refresh(books); err != nil && !errors.Is(err, ErrClosed) {
+		r.e.opts.Logger.Warn("reading the activity counts and task queues", "err", err)
+	}
+}
+
+func (r *sharedRuntime) start() {
+	r.stopListen = r.store.Listen(r.e.heard, r.e.resync)
+	go r.refresher()
+}
+
+func (r *sharedRuntime) stop() {
+	if r.stopListen != nil {
+		r.stopListen()
+	}
+	close(r.stopCh)
+	<-r.done
+}
+
+// refresher reads the counts and books again every sharedRefreshEvery.
+func (r *sharedRuntime) refresher() {
+	defer close(r.done)
+	for {
+		select {
+		case <-time.After(sharedRefreshEvery):
+		case <-r.stopCh:
+			return
+		}
+		if err := r.refresh(true); err != nil && !errors.Is(err, ErrClosed) {
+			r.e.opts.Logger.Warn("reading the activity counts and task queues", "err", err)
+		}
+	}
+}
+
+// refresh reads the activity counts (every node's, summed by the store)
+// and, with books, the queues' books: the due times of the first
+// booksQueued tasks of each queue and kind (the rest count as later, from
+// the counts), and the attempts running per worker.
+func (r *sharedRuntime) refresh(books bool) error {
+	r.refreshing.Lock()
+	defer r.refreshing.Unlock()
+	e := r.e
+	e.mu.Lock()
+	names := map[string]bool{}
+	for k := range e.pollers {
+		names[k.queue] = true
+	}
+	e.mu.Unlock()
+	counts := map[stateKey]int{}
+	var bs map[string]*queueBook
+	err := e.store.View(func(tx Tx) error {
+		_, err := tx.ActivityCounts(func(queue string, state durablev1.ActivityState, n int64) bool {
+			counts[stateKey{queue: queue, state: state}] += int(n)
+			names[queue] = true
+			return true
+		})
+		if err != nil || !books {
+			return err
+		}
+		bs = map[string]*queueBook{}
+		book := func(name string) *queueBook {
+			b := bs[name]
+			if b == nil {
+				b = &queueBook{leases: map[string]int{}}
+				bs[name] = b
+			}
+			return b
+		}
+		for name := range names {
+			for _, kind := range []TaskKind{WorkflowTask, ActivityTask} {
+				qs, err := tx.Queued(kind, name, booksQueued)
+				if err != nil {
+					return err
+				}
+				for _, q := range qs {
+					b := book(name)
+					if b.queued[kind] == nil {
+						b.queued[kind] = map[taskRef]time.Time{}
+					}
+					b.queued[kind][taskRef{q.WorkflowID, q.ActivityID}] = q.Due
+				}
+			}
+		}
+		read := 0
+		_, err = tx.ActivitiesByState(StateRange{State: stateStarted}, nil, func(a *durablev1.ActivityRecord) bool {
+			in := a.GetInfo()
+			book(in.GetTaskQueue()).leases[in.GetLastWorkerIdentity()]++
+			read++
+			return read < booksLeases
+		})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.counts = counts
+	if bs != nil {
+		e.books = bs
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// nodeAliveWithin is how recently a node must have been heard from to be
+// alive (the store's registry heartbeats every second).
+const nodeAliveWithin = 5 * time.Second
+
+// aliveNodes returns the nodes of the store heard from within
+// nodeAliveWithin.
+func (r *sharedRuntime) aliveNodes() (map[string]bool, error) {
+	nodes, err := r.store.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	alive := map[string]bool{}
+	now := time.Now()
+	for _, n := range nodes {
+		if now.Sub(n.LastSeen) <= nodeAliveWithin {
+			alive[n.Name] = true
+		}
+	}
+	return alive, nil
+}
+
+// adoptOperations keeps, of the running operations loadOperations found,
+// those this node runs: the ones it started, and the ones whose node is no
+// longer alive, which it takes over in a transaction (of two nodes starting
+// at once, one commits and the other, run again, finds the operation
+// taken by a live node). A prepared operation a live node is still writing
+// is not deleted.
+func (r *sharedRuntime) adoptOperations() error {
+	e := r.e
+	self := r.store.Node()
+	for seq := range e.ops {
+		keep := false
+		err := r.store.Update(func(tx Tx) error {
+			keep = false
+			rec, err := tx.GetOperation(seq)
+			if err != nil {
+				return ignoreNotFound(err)
+			}
+			switch owner := rec.GetNode(); {
+			case owner == self:
+				keep = true
+				return nil
+			case owner != "":
+				alive, err := r.aliveNodes()
+				if err != nil || alive[owner] {
+					return err
+				}
+			}
+			rec.Node, keep = self, true
+			return tx.PutOperation(rec)
+		})
+		if err != nil {
+			return fmt.Errorf("take over operation %s: %w", OperationID(seq), err)
+		}
+		if !keep {
+			delete(e.ops, seq)
+		}
+	}
+	if len(e.opsPurge) == 0 {
+		return nil
+	}
+	alive, err := r.aliveNodes()
+	if err != nil {
+		return err
+	}
+	var purge []int64
+	err = r.store.View(func(tx Tx) error {
+		for _, seq := range e.opsPurge {
+			rec, err := tx.GetOperation(seq)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if rec.GetOperation().GetState() == opPreparing && rec.GetNode() != self && alive[rec.GetNode()] {
+				continue
+			}
+			purge = append(purge, seq)
+		}
+		return nil
+	})
+	e.opsPurge = purge
+	return err
+}

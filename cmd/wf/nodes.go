@@ -22,7 +22,8 @@ while it was heard from within the store's window (5s); one that is not
 alive stopped, crashed or lost the database: its leases expire and its
 timers are fired by the other nodes. Liveness is judged on the clock of
 the node that answers, named below the table (with an address list, any
-of them). On Badger the list is the one daemon.
+of them), against heartbeats stamped with the database's clock: keep the
+clocks in sync (NTP). On Badger the list is the one daemon.
 
 --min-alive N exits 1 when fewer than N nodes are alive, for a health
 probe or a cron.

@@ -5,7 +5,7 @@
 //	durabled --listen 127.0.0.1:7345 --data ~/.local/state/durable
 //	DURABLE_POSTGRES_DSN=postgres://durable@db/durable durabled --store postgres
 //
-// It logs "listening addr=HOST:PORT" once it accepts connections (with
+// It logs "listening addr=HOST:PORT node=NAME" once it accepts connections (with
 // --listen 127.0.0.1:0 the port is the one the system picked). SIGTERM or
 // SIGINT shuts it down cleanly: health turns NOT_SERVING, long polls are
 // answered empty, running calls get a bounded grace period, the store is
@@ -123,9 +123,12 @@ Usage:
 It owns one data directory (a Badger database) and must be its only user.
 With --store postgres it keeps its state in a PostgreSQL database instead
 (--postgres-dsn or $DURABLE_POSTGRES_DSN; the schema is created and
-upgraded at start). One durabled serves a database: it holds an advisory
-lock on it for its life, a second one on the same database exits, and
---data, --memory-budget, --disk-reserve and --no-sync do not apply.
+upgraded at start), and --data, --memory-budget, --disk-reserve and
+--no-sync do not apply. Any number of durabled nodes may serve one
+database, each under a --node name of its own (a name a node alive in the
+last 5s holds is refused, exit 1); any node answers any call. Give clients
+every node (--addr node1:7345,node2:7345) or a load balancer in front of
+them; 'wf nodes' lists the nodes and which are alive.
 Workers, wf and wfui connect to --listen. SIGTERM or SIGINT shuts it down
 cleanly (exit code 0): health turns NOT_SERVING, waiting long polls are
 answered empty, running calls finish within --shutdown-timeout, and the data
@@ -175,7 +178,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 			"up to 128 ASCII letters, digits and . - _ : @. The default, HOSTNAME-PID, is unique among the daemons running; "+
 			"give a stable name (a pod's, say) to keep one across restarts (default HOSTNAME-PID)")
 	fs.StringVar(&cfg.store, "store", storeBadger,
-		"where the state is kept: badger (a data directory of its own, --data) or postgres (a PostgreSQL database, --postgres-dsn; one node per database for now)")
+		"where the state is kept: badger (a data directory of its own, --data) or postgres (a PostgreSQL database, --postgres-dsn, that several nodes may share)")
 	fs.StringVar(&cfg.postgresDSN, "postgres-dsn", "",
 		"with --store postgres, the `DSN` of the database (postgres://user@host/db or key=value); defaults to $"+postgresDSNEnv+", which keeps a password out of ps")
 	fs.StringVar(&cfg.data, "data", defaultDataDir(),

@@ -133,7 +133,7 @@ func TestFlags(t *testing.T) {
 		{"Help", []string{"--help"}, exitOK, []string{"-listen", "-data", "-dlq-after-attempts", "-seed", "-max-payload", "-no-sync", "-log-level", "-shutdown-timeout", "trade", "SIGTERM",
 			"-tls-cert", "-tls-key", "-tls-client-ca", "-auth", "-insecure", "-reflection", "-metrics-listen", "-audit-retention", "-attempt-retention",
 			"-stats-retention", "SIGHUP", "durabled token", "-disk-reserve", "ResourceExhausted", "-max-watchers", "(default 256)", "Aborted",
-			"-memory-budget", "default 256 MiB", "Not bounded", "384MiB", "-store", "-postgres-dsn", "DURABLE_POSTGRES_DSN", "a second one on the same database exits",
+			"-memory-budget", "default 256 MiB", "Not bounded", "384MiB", "-store", "-postgres-dsn", "DURABLE_POSTGRES_DSN", "Any number of durabled nodes may serve one",
 			"-node", "(default HOSTNAME-PID)"}},
 		{"NodeWithSpace", []string{"--node", "node 1"}, exitUsage, []string{`--node: the name "node 1" has ' ' at byte 4`}},
 		{"NodeEmpty", []string{"--node", ""}, exitUsage, []string{"--node: the name is empty"}},

@@ -45,20 +45,17 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	}
 	aliveWithin := server.DefaultNodeAliveWithin
 	var (
-		store    engine.Store
-		key      []byte
-		disk     *diskWatch
-		roErr    error
-		lockLost <-chan struct{}
-		mem      badgerstore.Memory
+		store engine.Store
+		key   []byte
+		disk  *diskWatch
+		roErr error
+		mem   badgerstore.Memory
 	)
 	if cfg.store == storePostgres {
-		pg, lock, err := openPostgres(ctx, cfg)
+		pg, err := openPostgres(cfg)
 		if err != nil {
 			return err
 		}
-		defer lock.Release()
-		lockLost = lock.Lost()
 		store = pg
 		aliveWithin = pgstore.AliveWithin
 		if key, err = pg.TokenKey(server.NewTokenKey()); err != nil {
@@ -205,13 +202,6 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down", "grace", cfg.shutdownTimeout)
-	case <-lockLost:
-		// Without the lock another node may start serving the same
-		// database; two nodes would hand out the same tasks. Stop at once.
-		serving.Store(false)
-		hs.Shutdown()
-		gs.Stop()
-		return errors.New("lost the connection holding the database's node lock; another node may now serve it, so this one stops")
 	case serr := <-served:
 		serving.Store(false)
 		hs.Shutdown()

@@ -73,10 +73,11 @@ type Client struct {
 	identity  string
 }
 
-// Dial connects to the daemon at addr (host:port) and waits until the
-// connection is up. It fails fast, with an error wrapping ErrUnreachable, if
-// the daemon refuses the connection or ctx ends first; without a ctx deadline
-// it waits at most 5 s. A TLS handshake the daemon refuses (or that finds a
+// Dial connects to the daemon at addr (host:port, or several separated by
+// commas: see SplitAddrs) and waits until the connection is up, to one node
+// of a list at least. It fails fast, with an error wrapping ErrUnreachable,
+// if the daemon (every node of a list) refuses the connection or ctx ends
+// first; without a ctx deadline it waits at most 5 s. A TLS handshake the daemon refuses (or that finds a
 // certificate it cannot verify) is ErrUnreachable too, with the reason.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	c, err := New(addr, opts...)
@@ -98,8 +99,14 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 // New returns a client of the daemon at addr without waiting for it: the
 // connection is made on the first call and remade after failures, so a
 // console can start before its daemon. It fails only on options that cannot
-// be applied, such as TLS files that do not load.
+// be applied, such as TLS files that do not load or a malformed address
+// list. A list of addresses ("h1:7345,h2:7345", nodes of one database) is
+// balanced round robin: calls go to the nodes that are up, in turn.
 func New(addr string, opts ...Option) (*Client, error) {
+	addrs, err := SplitAddrs(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	o := options{converter: JSON}
 	for _, opt := range opts {
 		opt(&o)
@@ -123,7 +130,10 @@ func New(addr string, opts ...Option) (*Client, error) {
 	if o.token != "" {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer(o.token)))
 	}
-	conn, err := grpc.NewClient(addr, append(dialOpts, o.dialOpts...)...)
+	if len(addrs) > 1 {
+		dialOpts = append(dialOpts, listDialOptions(addrs, creds.Info().ServerName != "")...)
+	}
+	conn, err := grpc.NewClient(dialTarget(addrs), append(dialOpts, o.dialOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s: %w", ErrConfig, addr, err)
 	}

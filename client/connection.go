@@ -12,7 +12,8 @@ import (
 // wfui and the demo worker take as flags, each defaulting to an environment
 // variable, so that one set of variables configures every tool.
 type Connection struct {
-	// Addr is host:port (DURABLE_ADDR; default DefaultAddr).
+	// Addr is host:port, or several separated by commas for nodes that
+	// share one database (DURABLE_ADDR; default DefaultAddr). See SplitAddrs.
 	Addr string
 	// Token is a bearer token (DURABLE_TOKEN).
 	Token string
@@ -28,6 +29,10 @@ type Connection struct {
 	// ServerName overrides the name checked against the daemon's
 	// certificate (DURABLE_TLS_SERVER_NAME).
 	ServerName string
+
+	// addrGiven is set by the first --addr, which replaces the default;
+	// each later one adds to the list.
+	addrGiven bool
 }
 
 // ConnectionFromEnv returns the connection the environment describes;
@@ -54,9 +59,12 @@ func ConnectionFromEnv(getenv func(string) string) Connection {
 
 // RegisterFlags adds --addr, --token, --token-file, --tls, --tls-ca,
 // --tls-cert, --tls-key and --tls-server-name to fs, with c's values as
-// defaults; parsing fs sets them in c.
+// defaults; parsing fs sets them in c. --addr may be repeated, or take a
+// comma-separated list, to name several nodes: the first --addr replaces the
+// default (DURABLE_ADDR), later ones add to it, across every FlagSet c is
+// registered on.
 func (c *Connection) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Addr, "addr", c.Addr, "daemon address `host:port` (env DURABLE_ADDR)")
+	fs.Var(addrFlag{c}, "addr", "daemon address `host:port`; several nodes of one database as a comma-separated list or by repeating --addr (env DURABLE_ADDR)")
 	fs.StringVar(&c.Token, "token", c.Token, "bearer `token` naming this client's principal (env DURABLE_TOKEN; the variable keeps it out of the process list)")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "read the bearer token from `file` (env DURABLE_TOKEN_FILE)")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "connect with TLS, verifying the daemon with the system's roots (env DURABLE_TLS=1); implied by the --tls-* files")
@@ -104,4 +112,27 @@ func (c Connection) options() ([]Option, error) {
 		opts = append(opts, WithToken(token))
 	}
 	return opts, nil
+}
+
+// addrFlag is --addr: the first one given replaces the default, each later
+// one is added to the list.
+type addrFlag struct{ c *Connection }
+
+func (f addrFlag) String() string {
+	if f.c == nil {
+		return ""
+	}
+	return f.c.Addr
+}
+
+func (f addrFlag) Set(s string) error {
+	if _, err := SplitAddrs(s); err != nil {
+		return err
+	}
+	if f.c.addrGiven {
+		f.c.Addr += "," + s
+	} else {
+		f.c.Addr, f.c.addrGiven = s, true
+	}
+	return nil
 }

@@ -141,6 +141,7 @@ var methodAccess = map[string]access{
 	durablev1.Durable_ListPolicyOverrides_FullMethodName: accessRead,
 	durablev1.Durable_ListActivities_FullMethodName:      accessRead,
 	durablev1.Durable_ListTaskQueues_FullMethodName:      accessRead,
+	durablev1.Durable_ListNodes_FullMethodName:           accessRead,
 
 	durablev1.Durable_RedriveDeadLetter_FullMethodName:   accessOperate,
 	durablev1.Durable_RedriveDeadLetters_FullMethodName:  accessOperate,

@@ -163,6 +163,10 @@ func TestRolesTable(t *testing.T) {
 			_, err := c.ListTaskQueues(ctx, &durablev1.ListTaskQueuesRequest{})
 			return err
 		}},
+		"ListNodes": {"reader operator", func(ctx context.Context) error {
+			_, err := c.ListNodes(ctx, &durablev1.ListNodesRequest{})
+			return err
+		}},
 		"ListAuditRecords": {"reader operator", func(ctx context.Context) error {
 			_, err := c.ListAuditRecords(ctx, &durablev1.ListAuditRecordsRequest{})
 			return err

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"time"
@@ -42,7 +43,8 @@ type Metrics struct {
 
 	types  *labelCap
 	queues *labelCap
-	engine *engine.Engine // for the gauges; set by New
+	engine *engine.Engine  // for the gauges; set by New
+	self   engine.NodeSelf // this daemon, for the node gauges; set by New
 	mu     sync.Mutex
 }
 
@@ -144,11 +146,11 @@ func (m *Metrics) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServer
 	return m.rpc.UnaryServerInterceptor(), m.rpc.StreamServerInterceptor()
 }
 
-// attach makes the gauges read e.
-func (m *Metrics) attach(e *engine.Engine) {
+// attach makes the gauges read e, in the daemon self.
+func (m *Metrics) attach(e *engine.Engine, self engine.NodeSelf) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.engine = e
+	m.engine, m.self = e, self
 }
 
 // AttemptStarted records the schedule-to-start latency and, for retries,
@@ -235,7 +237,17 @@ var (
 		"Open Watch streams (consoles, wf watch).", nil, nil)
 	descWritesRefused = prometheus.NewDesc("durable_writes_refused",
 		"1 while changes of state are refused (the disk is below its reserve, the store was opened read-only, or a sync failed), else 0.", nil, nil)
+	descNodeInfo = prometheus.NewDesc("durable_node_info",
+		"Always 1; its label names this durabled among the nodes of its store (--node).",
+		[]string{"node"}, nil)
+	descNodesAlive = prometheus.NewDesc("durable_nodes_alive",
+		"Nodes of the store alive as this node sees them at the scrape (heard from within the store's liveness window; 1 on Badger). Absent when the store did not answer.",
+		nil, nil)
 )
+
+// nodesScrapeTimeout bounds the store read behind durable_nodes_alive, so
+// that a database that does not answer cannot hold a scrape.
+const nodesScrapeTimeout = 2 * time.Second
 
 func (g gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descActivities
@@ -243,15 +255,18 @@ func (g gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descPolls
 	ch <- descWatchers
 	ch <- descWritesRefused
+	ch <- descNodeInfo
+	ch <- descNodesAlive
 }
 
 func (g gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	g.m.mu.Lock()
-	e := g.m.engine
+	e, self := g.m.engine, g.m.self
 	g.m.mu.Unlock()
 	if e == nil {
 		return
 	}
+	g.collectNodes(ch, e, self)
 	gs := e.Gauges()
 	type qs struct{ queue, state string }
 	acts := map[qs]int{}
@@ -313,4 +328,22 @@ func (c *labelCap) get(v string) string {
 	}
 	c.seen[v] = struct{}{}
 	return v
+}
+
+// collectNodes reports this node's name and how many nodes are alive.
+func (g gaugeCollector) collectNodes(ch chan<- prometheus.Metric, e *engine.Engine, self engine.NodeSelf) {
+	ch <- prometheus.MustNewConstMetric(descNodeInfo, prometheus.GaugeValue, 1, self.Name)
+	ctx, cancel := context.WithTimeout(context.Background(), nodesScrapeTimeout)
+	defer cancel()
+	r, err := e.ListNodes(ctx, self)
+	if err != nil {
+		return
+	}
+	alive := 0
+	for _, n := range r.GetNodes() {
+		if n.GetAlive() {
+			alive++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descNodesAlive, prometheus.GaugeValue, float64(alive))
 }

@@ -163,6 +163,9 @@ func (v validator) listTaskQueues(r *durablev1.ListTaskQueuesRequest) error {
 	return v.optionalID("task_queue", r.GetTaskQueue())
 }
 
+// listNodes has nothing to check: the request has no fields.
+func (validator) listNodes(*durablev1.ListNodesRequest) error { return nil }
+
 func (v validator) listAuditRecords(r *durablev1.ListAuditRecordsRequest) error {
 	return first(
 		func() error {

@@ -43,6 +43,14 @@ type Options struct {
 	// Metrics, when set, counts every RPC by method and code and reads the
 	// engine's gauges. Give the same Metrics to the engine as its Observer.
 	Metrics *Metrics
+	// Node names this daemon among the nodes of its store (durabled
+	// --node; see CheckNodeName), NodeStarted is when it started and
+	// NodeAliveWithin the store's liveness rule: ListNodes and the metrics
+	// report them. Defaults: DefaultNodeName(), the time New ran, and
+	// DefaultNodeAliveWithin.
+	Node            string
+	NodeStarted     time.Time
+	NodeAliveWithin time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -54,6 +62,15 @@ func (o Options) withDefaults() Options {
 	}
 	if len(o.TokenKey) == 0 {
 		o.TokenKey = NewTokenKey()
+	}
+	if o.Node == "" {
+		o.Node = DefaultNodeName()
+	}
+	if o.NodeStarted.IsZero() {
+		o.NodeStarted = time.Now()
+	}
+	if o.NodeAliveWithin <= 0 {
+		o.NodeAliveWithin = DefaultNodeAliveWithin
 	}
 	return o
 }
@@ -73,7 +90,7 @@ type Server struct {
 func New(e *engine.Engine, opts Options) *Server {
 	s := &Server{engine: e, opts: opts.withDefaults()}
 	if s.opts.Metrics != nil {
-		s.opts.Metrics.attach(e)
+		s.opts.Metrics.attach(e, s.self())
 	}
 	return s
 }

@@ -547,3 +547,11 @@ func TestListTaskQueues_BadInput(t *testing.T) {
 		{"All", &durablev1.ListTaskQueuesRequest{}, codes.OK, ""},
 	})
 }
+
+func TestListNodes_BadInput(t *testing.T) {
+	t.Parallel()
+	c := setup(t)
+	runBadInputs(t, c.ListNodes, []badInput[*durablev1.ListNodesRequest]{
+		{"Empty", &durablev1.ListNodesRequest{}, codes.OK, ""},
+	})
+}

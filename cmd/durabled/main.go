@@ -5,7 +5,7 @@
 //	durabled --listen 127.0.0.1:7345 --data ~/.local/state/durable
 //	DURABLE_POSTGRES_DSN=postgres://durable@db/durable durabled --store postgres
 //
-// It logs "listening addr=HOST:PORT" once it accepts connections (with
+// It logs "listening addr=HOST:PORT node=NAME" once it accepts connections (with
 // --listen 127.0.0.1:0 the port is the one the system picked). SIGTERM or
 // SIGINT shuts it down cleanly: health turns NOT_SERVING, long polls are
 // answered empty, running calls get a bounded grace period, the store is
@@ -34,6 +34,7 @@ import (
 // config is everything the flags decide.
 type config struct {
 	listen              string
+	node                string
 	store               string
 	postgresDSN         string
 	data                string
@@ -122,9 +123,12 @@ Usage:
 It owns one data directory (a Badger database) and must be its only user.
 With --store postgres it keeps its state in a PostgreSQL database instead
 (--postgres-dsn or $DURABLE_POSTGRES_DSN; the schema is created and
-upgraded at start). One durabled serves a database: it holds an advisory
-lock on it for its life, a second one on the same database exits, and
---data, --memory-budget, --disk-reserve and --no-sync do not apply.
+upgraded at start), and --data, --memory-budget, --disk-reserve and
+--no-sync do not apply. Any number of durabled nodes may serve one
+database, each under a --node name of its own (a name a node alive in the
+last 5s holds is refused, exit 1); any node answers any call. Give clients
+every node (--addr node1:7345,node2:7345) or a load balancer in front of
+them; 'wf nodes' lists the nodes and which are alive.
 Workers, wf and wfui connect to --listen. SIGTERM or SIGINT shuts it down
 cleanly (exit code 0): health turns NOT_SERVING, waiting long polls are
 answered empty, running calls finish within --shutdown-timeout, and the data
@@ -169,8 +173,12 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:7345",
 		"`address` to serve gRPC on; port 0 picks a free port (the log line \"listening addr=...\" names it)")
+	fs.StringVar(&cfg.node, "node", "",
+		"this daemon's `name` among the nodes of its store, in the \"listening\" log line, the metrics (durable_node_info) and 'wf nodes': "+
+			"up to 128 ASCII letters, digits and . - _ : @. The default, HOSTNAME-PID, is unique among the daemons running; "+
+			"give a stable name (a pod's, say) to keep one across restarts (default HOSTNAME-PID)")
 	fs.StringVar(&cfg.store, "store", storeBadger,
-		"where the state is kept: badger (a data directory of its own, --data) or postgres (a PostgreSQL database, --postgres-dsn; one node per database for now)")
+		"where the state is kept: badger (a data directory of its own, --data) or postgres (a PostgreSQL database, --postgres-dsn, that several nodes may share)")
 	fs.StringVar(&cfg.postgresDSN, "postgres-dsn", "",
 		"with --store postgres, the `DSN` of the database (postgres://user@host/db or key=value); defaults to $"+postgresDSNEnv+", which keeps a password out of ps")
 	fs.StringVar(&cfg.data, "data", defaultDataDir(),
@@ -241,6 +249,12 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	if err := checkStoreFlags(fs, &cfg); err != nil {
 		return config{}, err
 	}
+	if !flagGiven(fs, "node") {
+		cfg.node = server.DefaultNodeName()
+	}
+	if err := server.CheckNodeName(cfg.node); err != nil {
+		return config{}, fmt.Errorf("--node: the name %w", err)
+	}
 	switch {
 	case cfg.store == storeBadger && cfg.data == "":
 		return config{}, errors.New("--data is required: no home directory to default to")
@@ -270,6 +284,13 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 			badgerstore.FormatSize(uint64(badgerstore.DefaultMemoryBudget)))
 	}
 	return cfg, nil
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // badgerOnly are the flags that mean something only for the Badger store.

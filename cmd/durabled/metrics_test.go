@@ -193,3 +193,39 @@ func TestMetricsExposition(t *testing.T) {
 		t.Errorf("/healthz = %d, want 200", resp.StatusCode)
 	}
 }
+
+// TestNodeNameInLogsAndMetrics runs a real durabled with --node: the
+// listening line, the metrics and ListNodes all name it.
+func TestNodeNameInLogsAndMetrics(t *testing.T) {
+	t.Parallel()
+	d := testdaemon.Exec(t, filepath.Join(t.TempDir(), "data"), "--metrics-listen", "127.0.0.1:0", "--node", "edge-1")
+	if line := logLine(d.Logs(), "msg=listening"); !strings.Contains(line, " node=edge-1 ") {
+		t.Errorf("the listening line does not name the node: %s", line)
+	}
+	fams := scrape(t, d.MetricsAddr)
+	if got := value(t, fams, "durable_node_info", "node", "edge-1"); got != 1 {
+		t.Errorf(`durable_node_info{node="edge-1"} = %v, want 1`, got)
+	}
+	if got := value(t, fams, "durable_nodes_alive"); got != 1 {
+		t.Errorf("durable_nodes_alive = %v, want 1 (the one daemon on Badger)", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := rawClient(t, d.Addr).ListNodes(ctx, &durablev1.ListNodesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.GetNodes()) != 1 || r.GetNodes()[0].GetName() != "edge-1" || r.GetAnsweredBy() != "edge-1" {
+		t.Errorf("ListNodes = %v, want edge-1 alone", r)
+	}
+}
+
+// logLine is the first line of logs that contains sub.
+func logLine(logs, sub string) string {
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
+}

@@ -15,9 +15,8 @@ import (
 
 // TestPostgresNodeLosesNothingAcknowledgedAcrossSIGKILL runs the real
 // durabled on PostgreSQL: a workflow whose activity fails once and is
-// retried, a SIGKILL between the failure and the retry, a second node on
-// the same database refused while the first lives and accepted once it is
-// gone.
+// retried, a SIGKILL between the failure and the retry, a second node
+// under the first one's name refused while the first lives.
 func TestPostgresNodeLosesNothingAcknowledgedAcrossSIGKILL(t *testing.T) {
 	t.Parallel()
 	dsn := testpg.Database(t)
@@ -31,6 +30,14 @@ func TestPostgresNodeLosesNothingAcknowledgedAcrossSIGKILL(t *testing.T) {
 		t.Errorf("the logs repeat the DSN:\n%s", d.Logs())
 	}
 	c := durablev1.NewDurableClient(dial(t, d.Addr))
+	nodes, err := c.ListNodes(ctx, &durablev1.ListNodesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := logField(t, d.Logs(), "msg=listening", "node")
+	if len(nodes.GetNodes()) != 1 || nodes.GetNodes()[0].GetName() != name || !nodes.GetNodes()[0].GetAlive() || nodes.GetAnsweredBy() != name {
+		t.Errorf("ListNodes = %v, want the one node %q, alive", nodes, name)
+	}
 	if _, err := c.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: "wf-1", WorkflowType: "T", TaskQueue: "q"}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,14 +64,14 @@ func TestPostgresNodeLosesNothingAcknowledgedAcrossSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A second node on the same database is refused while the first runs.
-	code, stderr := testdaemon.Run(t, "--listen", "127.0.0.1:0", "--store", "postgres", "--postgres-dsn", dsn)
-	if code != exitError || !strings.Contains(stderr, "another durabled is serving this database") {
-		t.Fatalf("second node: exit %d, want %d with a message naming the other node; stderr:\n%s", code, exitError, stderr)
+	// A second node under the first one's name is refused while it runs.
+	code, stderr := testdaemon.Run(t, "--listen", "127.0.0.1:0", "--store", "postgres", "--postgres-dsn", dsn, "--node", name)
+	if code != exitError || !strings.Contains(stderr, "is in use") {
+		t.Fatalf("second node named %s: exit %d, want %d with the store's refusal; stderr:\n%s", name, code, exitError, stderr)
 	}
 
 	d.Kill()
-	d.Restart() // accepted now that the first node's lock went with its connection
+	d.Restart() // under a name of its own: HOSTNAME and the new PID
 	c = durablev1.NewDurableClient(dial(t, d.Addr))
 	var retry *durablev1.ActivityTask
 	waitUntil(t, "the retry after the restart", func() bool {

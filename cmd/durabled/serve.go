@@ -26,12 +26,14 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/server"
 	badgerstore "github.com/tinyllm/durable/store/badger"
+	pgstore "github.com/tinyllm/durable/store/postgres"
 )
 
 // serve opens the store and the engine, serves until SIGTERM or SIGINT, then
 // shuts down in order: health NOT_SERVING, no new calls, long polls answered,
 // running calls drained (bounded), store closed.
 func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
+	started := time.Now()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -41,22 +43,21 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		metrics = server.NewMetrics()
 		observer = metrics
 	}
+	aliveWithin := server.DefaultNodeAliveWithin
 	var (
-		store    engine.Store
-		key      []byte
-		disk     *diskWatch
-		roErr    error
-		lockLost <-chan struct{}
-		mem      badgerstore.Memory
+		store engine.Store
+		key   []byte
+		disk  *diskWatch
+		roErr error
+		mem   badgerstore.Memory
 	)
 	if cfg.store == storePostgres {
-		pg, lock, err := openPostgres(ctx, cfg)
+		pg, err := openPostgres(cfg)
 		if err != nil {
 			return err
 		}
-		defer lock.Release()
-		lockLost = lock.Lost()
 		store = pg
+		aliveWithin = pgstore.AliveWithin
 		if key, err = pg.TokenKey(server.NewTokenKey()); err != nil {
 			pg.Close()
 			return err
@@ -145,6 +146,10 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		Auth:       tr.auth,
 		TokenKey:   key,
 		Metrics:    metrics,
+
+		Node:            cfg.node,
+		NodeStarted:     started,
+		NodeAliveWithin: aliveWithin,
 	}
 	gs := server.New(eng, opts).NewGRPCServer(tr.creds...)
 	healthpb.RegisterHealthServer(gs, hs)
@@ -190,20 +195,13 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	} else {
 		where = append(where, "database", pgDatabase(cfg.postgresDSN))
 	}
-	logger.Info("listening", append([]any{"addr", lis.Addr().String()}, append(where,
+	logger.Info("listening", append([]any{"addr", lis.Addr().String(), "node", cfg.node}, append(where,
 		"tls", cfg.tlsCert != "", "mtls", tr.mtls, "auth", cfg.auth != "", "principals", principals,
 		"go_memory_limit", debug.SetMemoryLimit(-1))...)...)
 
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down", "grace", cfg.shutdownTimeout)
-	case <-lockLost:
-		// Without the lock another node may start serving the same
-		// database; two nodes would hand out the same tasks. Stop at once.
-		serving.Store(false)
-		hs.Shutdown()
-		gs.Stop()
-		return errors.New("lost the connection holding the database's node lock; another node may now serve it, so this one stops")
 	case serr := <-served:
 		serving.Store(false)
 		hs.Shutdown()

@@ -97,6 +97,7 @@ func commands() []command {
 		{"ops", "list, follow and cancel the operations the daemon runs", (*cli).ops},
 		{"policy", "override an activity type's retry policy and timeouts, no redeploy", (*cli).policy},
 		{"queues", "task queues: who polls them, backlog and its age, leases per worker", (*cli).queues},
+		{"nodes", "the durabled nodes serving the store, and which are alive", (*cli).nodes},
 		{"audit", "who redrove, cancelled or overrode what, when, how many and why", (*cli).audit},
 		{"watch", "follow the daemon's live change stream", (*cli).watch},
 		{"stats", "activity latency percentiles; check a retry policy against them", (*cli).stats},
@@ -111,7 +112,10 @@ Usage:
 Commands:
 %s
 Global flags (accepted before or after the command):
-  --addr HOST:PORT         daemon address (default %s)
+  --addr HOST:PORT         daemon address (default %s); nodes sharing one
+                           database as a comma-separated list, or --addr
+                           repeated: calls go to the nodes that are up, in
+                           turn
   --token TOKEN            bearer token naming your principal, for a daemon
                            run with --auth; prefer DURABLE_TOKEN, which stays
                            out of the process list
@@ -148,6 +152,7 @@ Examples:
   wf policy set ChargeCard --max-attempts 8 --reason "INC-1234: card API flapping"
   wf stats --since 7d --check-policy
   wf audit --since 24h
+  wf --addr node1:7345,node2:7345 nodes
   wf --json list --status running | jq -r '.workflows[].workflowId'
 
   # a remote daemon with TLS and auth: set it up once, then every command

@@ -17,6 +17,7 @@ import (
 	"github.com/tinyllm/durable/client"
 	"github.com/tinyllm/durable/engine"
 	"github.com/tinyllm/durable/internal/testdaemon"
+	"github.com/tinyllm/durable/internal/testpg"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -27,6 +28,7 @@ func TestMain(m *testing.M) {
 	getenv = func(string) string { return "" }
 	code := m.Run()
 	testdaemon.Cleanup()
+	testpg.Cleanup()
 	os.Exit(code)
 }
 

@@ -4,7 +4,7 @@
 // redrive operations with their progress, cancelled with a key, and the task
 // queues with who polls them.
 //
-//	wfui [--addr HOST:PORT] [--token T | --token-file F] [--tls] [--tls-ca F]
+//	wfui [--addr HOST:PORT[,...]] [--token T | --token-file F] [--tls] [--tls-ca F]
 //	     [--tls-cert F --tls-key F] [--tls-server-name N] [--redrive-rate N]
 //
 // Every connection flag defaults to its DURABLE_* environment variable, the
@@ -43,7 +43,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	conn.RegisterFlags(fs)
 	rate := fs.Int("redrive-rate", 50, "dead letters per second the daemon releases in a redrive started here (R)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: wfui [--addr HOST:PORT] [--token T | --token-file F] [--tls] [--tls-ca F]\n"+
+		fmt.Fprintf(fs.Output(), "Usage: wfui [--addr HOST:PORT[,...]] [--token T | --token-file F] [--tls] [--tls-ca F]\n"+
 			"            [--tls-cert F --tls-key F] [--tls-server-name N] [--redrive-rate N]\n\n"+
 			"The on-call console for durabled: pending activities with live countdowns (1),\n"+
 			"dead letters with keyboard redrives (2), workflows and their history (3), the\n"+

@@ -5467,6 +5467,192 @@ func (x *ListTaskQueuesResponse) GetServerTime() *timestamppb.Timestamp {
 	return nil
 }
 
+type ListNodesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesRequest) Reset() {
+	*x = ListNodesRequest{}
+	mi := &file_durable_v1_durable_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesRequest) ProtoMessage() {}
+
+func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
+func (*ListNodesRequest) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{65}
+}
+
+type ListNodesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By name.
+	Nodes []*Node `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// The node that answered this call.
+	AnsweredBy string `protobuf:"bytes,2,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	// The answering node's clock when it made the list: alive is judged as of
+	// this time.
+	ServerTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	// The store's liveness rule: a node is alive when it was last seen at
+	// most this long before server_time.
+	AliveWithin   *durationpb.Duration `protobuf:"bytes,4,opt,name=alive_within,json=aliveWithin,proto3" json:"alive_within,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesResponse) Reset() {
+	*x = ListNodesResponse{}
+	mi := &file_durable_v1_durable_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesResponse) ProtoMessage() {}
+
+func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
+func (*ListNodesResponse) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ListNodesResponse) GetNodes() []*Node {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ListNodesResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+func (x *ListNodesResponse) GetServerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ServerTime
+	}
+	return nil
+}
+
+func (x *ListNodesResponse) GetAliveWithin() *durationpb.Duration {
+	if x != nil {
+		return x.AliveWithin
+	}
+	return nil
+}
+
+// Node is one durabled serving the store.
+type Node struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its name (durabled --node), unique among the live nodes.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When it opened the store.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// When it last said it was alive (a node heartbeats about once a second;
+	// on Badger, the time of the answer).
+	LastSeenTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
+	// last_seen_time is within alive_within of server_time. A node that is
+	// not alive stopped, crashed or lost the database; its leases expire and
+	// its timers are fired by the others.
+	Alive         bool `protobuf:"varint,4,opt,name=alive,proto3" json:"alive,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Node) Reset() {
+	*x = Node{}
+	mi := &file_durable_v1_durable_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Node) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Node) ProtoMessage() {}
+
+func (x *Node) ProtoReflect() protoreflect.Message {
+	mi := &file_durable_v1_durable_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Node.ProtoReflect.Descriptor instead.
+func (*Node) Descriptor() ([]byte, []int) {
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *Node) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Node) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *Node) GetLastSeenTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeenTime
+	}
+	return nil
+}
+
+func (x *Node) GetAlive() bool {
+	if x != nil {
+		return x.Alive
+	}
+	return false
+}
+
 // TaskQueueList is the whole list of task queues, as Watch sends it.
 type TaskQueueList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5477,7 +5663,7 @@ type TaskQueueList struct {
 
 func (x *TaskQueueList) Reset() {
 	*x = TaskQueueList{}
-	mi := &file_durable_v1_durable_proto_msgTypes[65]
+	mi := &file_durable_v1_durable_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5489,7 +5675,7 @@ func (x *TaskQueueList) String() string {
 func (*TaskQueueList) ProtoMessage() {}
 
 func (x *TaskQueueList) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[65]
+	mi := &file_durable_v1_durable_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5502,7 +5688,7 @@ func (x *TaskQueueList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskQueueList.ProtoReflect.Descriptor instead.
 func (*TaskQueueList) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{65}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *TaskQueueList) GetTaskQueues() []*TaskQueue {
@@ -5535,7 +5721,7 @@ type TaskQueue struct {
 
 func (x *TaskQueue) Reset() {
 	*x = TaskQueue{}
-	mi := &file_durable_v1_durable_proto_msgTypes[66]
+	mi := &file_durable_v1_durable_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5547,7 +5733,7 @@ func (x *TaskQueue) String() string {
 func (*TaskQueue) ProtoMessage() {}
 
 func (x *TaskQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[66]
+	mi := &file_durable_v1_durable_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5560,7 +5746,7 @@ func (x *TaskQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskQueue.ProtoReflect.Descriptor instead.
 func (*TaskQueue) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{66}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *TaskQueue) GetName() string {
@@ -5621,7 +5807,7 @@ type Poller struct {
 
 func (x *Poller) Reset() {
 	*x = Poller{}
-	mi := &file_durable_v1_durable_proto_msgTypes[67]
+	mi := &file_durable_v1_durable_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5633,7 +5819,7 @@ func (x *Poller) String() string {
 func (*Poller) ProtoMessage() {}
 
 func (x *Poller) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[67]
+	mi := &file_durable_v1_durable_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5646,7 +5832,7 @@ func (x *Poller) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Poller.ProtoReflect.Descriptor instead.
 func (*Poller) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{67}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Poller) GetIdentity() string {
@@ -5696,7 +5882,7 @@ type TaskBacklog struct {
 
 func (x *TaskBacklog) Reset() {
 	*x = TaskBacklog{}
-	mi := &file_durable_v1_durable_proto_msgTypes[68]
+	mi := &file_durable_v1_durable_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5708,7 +5894,7 @@ func (x *TaskBacklog) String() string {
 func (*TaskBacklog) ProtoMessage() {}
 
 func (x *TaskBacklog) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[68]
+	mi := &file_durable_v1_durable_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5721,7 +5907,7 @@ func (x *TaskBacklog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskBacklog.ProtoReflect.Descriptor instead.
 func (*TaskBacklog) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{68}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *TaskBacklog) GetReady() int64 {
@@ -5763,7 +5949,7 @@ type WorkerLeases struct {
 
 func (x *WorkerLeases) Reset() {
 	*x = WorkerLeases{}
-	mi := &file_durable_v1_durable_proto_msgTypes[69]
+	mi := &file_durable_v1_durable_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5775,7 +5961,7 @@ func (x *WorkerLeases) String() string {
 func (*WorkerLeases) ProtoMessage() {}
 
 func (x *WorkerLeases) ProtoReflect() protoreflect.Message {
-	mi := &file_durable_v1_durable_proto_msgTypes[69]
+	mi := &file_durable_v1_durable_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5788,7 +5974,7 @@ func (x *WorkerLeases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLeases.ProtoReflect.Descriptor instead.
 func (*WorkerLeases) Descriptor() ([]byte, []int) {
-	return file_durable_v1_durable_proto_rawDescGZIP(), []int{69}
+	return file_durable_v1_durable_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *WorkerLeases) GetIdentity() string {
@@ -6259,7 +6445,21 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\vtask_queues\x18\x01 \x03(\v2\x15.durable.v1.TaskQueueR\n" +
 	"taskQueues\x12;\n" +
 	"\vserver_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime\"G\n" +
+	"serverTime\"\x12\n" +
+	"\x10ListNodesRequest\"\xd7\x01\n" +
+	"\x11ListNodesResponse\x12&\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x10.durable.v1.NodeR\x05nodes\x12\x1f\n" +
+	"\vanswered_by\x18\x02 \x01(\tR\n" +
+	"answeredBy\x12;\n" +
+	"\vserver_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"serverTime\x12<\n" +
+	"\falive_within\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\valiveWithin\"\xad\x01\n" +
+	"\x04Node\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
+	"\n" +
+	"start_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12@\n" +
+	"\x0elast_seen_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\x12\x14\n" +
+	"\x05alive\x18\x04 \x01(\bR\x05alive\"G\n" +
 	"\rTaskQueueList\x126\n" +
 	"\vtask_queues\x18\x01 \x03(\v2\x15.durable.v1.TaskQueueR\n" +
 	"taskQueues\"\x99\x02\n" +
@@ -6334,7 +6534,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\bTaskKind\x12\x19\n" +
 	"\x15TASK_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_KIND_WORKFLOW\x10\x01\x12\x16\n" +
-	"\x12TASK_KIND_ACTIVITY\x10\x022\xa3\x12\n" +
+	"\x12TASK_KIND_ACTIVITY\x10\x022\xed\x12\n" +
 	"\aDurable\x12]\n" +
 	"\x10PollWorkflowTask\x12#.durable.v1.PollWorkflowTaskRequest\x1a$.durable.v1.PollWorkflowTaskResponse\x12R\n" +
 	"\x14CompleteWorkflowTask\x12'.durable.v1.CompleteWorkflowTaskRequest\x1a\x11.durable.v1.Empty\x12J\n" +
@@ -6361,7 +6561,8 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\x11ListActivityStats\x12$.durable.v1.ListActivityStatsRequest\x1a%.durable.v1.ListActivityStatsResponse\x12;\n" +
 	"\x05Watch\x12\x18.durable.v1.WatchRequest\x1a\x16.durable.v1.WatchEvent0\x01\x12]\n" +
 	"\x10ListAuditRecords\x12#.durable.v1.ListAuditRecordsRequest\x1a$.durable.v1.ListAuditRecordsResponse\x12W\n" +
-	"\x0eListTaskQueues\x12!.durable.v1.ListTaskQueuesRequest\x1a\".durable.v1.ListTaskQueuesResponseB7Z5github.com/tinyllm/durable/proto/durable/v1;durablev1b\x06proto3"
+	"\x0eListTaskQueues\x12!.durable.v1.ListTaskQueuesRequest\x1a\".durable.v1.ListTaskQueuesResponse\x12H\n" +
+	"\tListNodes\x12\x1c.durable.v1.ListNodesRequest\x1a\x1d.durable.v1.ListNodesResponseB7Z5github.com/tinyllm/durable/proto/durable/v1;durablev1b\x06proto3"
 
 var (
 	file_durable_v1_durable_proto_rawDescOnce sync.Once
@@ -6376,7 +6577,7 @@ func file_durable_v1_durable_proto_rawDescGZIP() []byte {
 }
 
 var file_durable_v1_durable_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_durable_v1_durable_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_durable_v1_durable_proto_goTypes = []any{
 	(EventType)(0),                        // 0: durable.v1.EventType
 	(WorkflowStatus)(0),                   // 1: durable.v1.WorkflowStatus
@@ -6450,79 +6651,82 @@ var file_durable_v1_durable_proto_goTypes = []any{
 	(*ListAuditRecordsResponse)(nil),      // 69: durable.v1.ListAuditRecordsResponse
 	(*ListTaskQueuesRequest)(nil),         // 70: durable.v1.ListTaskQueuesRequest
 	(*ListTaskQueuesResponse)(nil),        // 71: durable.v1.ListTaskQueuesResponse
-	(*TaskQueueList)(nil),                 // 72: durable.v1.TaskQueueList
-	(*TaskQueue)(nil),                     // 73: durable.v1.TaskQueue
-	(*Poller)(nil),                        // 74: durable.v1.Poller
-	(*TaskBacklog)(nil),                   // 75: durable.v1.TaskBacklog
-	(*WorkerLeases)(nil),                  // 76: durable.v1.WorkerLeases
-	(*durationpb.Duration)(nil),           // 77: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),         // 78: google.protobuf.Timestamp
+	(*ListNodesRequest)(nil),              // 72: durable.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 73: durable.v1.ListNodesResponse
+	(*Node)(nil),                          // 74: durable.v1.Node
+	(*TaskQueueList)(nil),                 // 75: durable.v1.TaskQueueList
+	(*TaskQueue)(nil),                     // 76: durable.v1.TaskQueue
+	(*Poller)(nil),                        // 77: durable.v1.Poller
+	(*TaskBacklog)(nil),                   // 78: durable.v1.TaskBacklog
+	(*WorkerLeases)(nil),                  // 79: durable.v1.WorkerLeases
+	(*durationpb.Duration)(nil),           // 80: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),         // 81: google.protobuf.Timestamp
 }
 var file_durable_v1_durable_proto_depIdxs = []int32{
-	77,  // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
-	77,  // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
-	77,  // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
-	77,  // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	80,  // 0: durable.v1.ActivityOptions.start_to_close_timeout:type_name -> google.protobuf.Duration
+	80,  // 1: durable.v1.ActivityOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
+	80,  // 2: durable.v1.ActivityOptions.schedule_to_start_timeout:type_name -> google.protobuf.Duration
+	80,  // 3: durable.v1.ActivityOptions.schedule_to_close_timeout:type_name -> google.protobuf.Duration
 	8,   // 4: durable.v1.ActivityOptions.retry_policy:type_name -> durable.v1.RetryPolicy
-	78,  // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	81,  // 5: durable.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
 	0,   // 6: durable.v1.HistoryEvent.type:type_name -> durable.v1.EventType
 	10,  // 7: durable.v1.HistoryEvent.failure:type_name -> durable.v1.Failure
 	9,   // 8: durable.v1.HistoryEvent.activity_options:type_name -> durable.v1.ActivityOptions
-	77,  // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
+	80,  // 9: durable.v1.HistoryEvent.timer_duration:type_name -> google.protobuf.Duration
 	43,  // 10: durable.v1.HistoryEvent.edit:type_name -> durable.v1.OptionsPatch
 	1,   // 11: durable.v1.WorkflowInfo.status:type_name -> durable.v1.WorkflowStatus
-	78,  // 12: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
-	78,  // 13: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
+	81,  // 12: durable.v1.WorkflowInfo.start_time:type_name -> google.protobuf.Timestamp
+	81,  // 13: durable.v1.WorkflowInfo.close_time:type_name -> google.protobuf.Timestamp
 	10,  // 14: durable.v1.WorkflowInfo.failure:type_name -> durable.v1.Failure
-	78,  // 15: durable.v1.WorkflowInfo.workflow_task_ready_time:type_name -> google.protobuf.Timestamp
-	78,  // 16: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
-	78,  // 17: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
+	81,  // 15: durable.v1.WorkflowInfo.workflow_task_ready_time:type_name -> google.protobuf.Timestamp
+	81,  // 16: durable.v1.AttemptRecord.started_time:type_name -> google.protobuf.Timestamp
+	81,  // 17: durable.v1.AttemptRecord.ended_time:type_name -> google.protobuf.Timestamp
 	10,  // 18: durable.v1.AttemptRecord.failure:type_name -> durable.v1.Failure
 	2,   // 19: durable.v1.PendingActivity.state:type_name -> durable.v1.ActivityState
-	78,  // 20: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
-	78,  // 21: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
-	78,  // 22: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
-	78,  // 23: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
+	81,  // 20: durable.v1.PendingActivity.scheduled_time:type_name -> google.protobuf.Timestamp
+	81,  // 21: durable.v1.PendingActivity.next_attempt_time:type_name -> google.protobuf.Timestamp
+	81,  // 22: durable.v1.PendingActivity.lease_deadline:type_name -> google.protobuf.Timestamp
+	81,  // 23: durable.v1.PendingActivity.last_started_time:type_name -> google.protobuf.Timestamp
 	10,  // 24: durable.v1.PendingActivity.last_failure:type_name -> durable.v1.Failure
-	78,  // 25: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	81,  // 25: durable.v1.PendingActivity.last_heartbeat_time:type_name -> google.protobuf.Timestamp
 	9,   // 26: durable.v1.PendingActivity.options:type_name -> durable.v1.ActivityOptions
 	13,  // 27: durable.v1.PendingActivity.attempts:type_name -> durable.v1.AttemptRecord
-	78,  // 28: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
-	78,  // 29: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
+	81,  // 28: durable.v1.PendingActivity.expiration_time:type_name -> google.protobuf.Timestamp
+	81,  // 29: durable.v1.PendingActivity.dead_lettered_time:type_name -> google.protobuf.Timestamp
 	9,   // 30: durable.v1.PendingActivity.options_in_force:type_name -> durable.v1.ActivityOptions
 	14,  // 31: durable.v1.FinishedActivity.activity:type_name -> durable.v1.PendingActivity
-	78,  // 32: durable.v1.FinishedActivity.finished_time:type_name -> google.protobuf.Timestamp
+	81,  // 32: durable.v1.FinishedActivity.finished_time:type_name -> google.protobuf.Timestamp
 	11,  // 33: durable.v1.PollWorkflowTaskResponse.history:type_name -> durable.v1.HistoryEvent
 	3,   // 34: durable.v1.Command.type:type_name -> durable.v1.CommandType
 	9,   // 35: durable.v1.Command.activity_options:type_name -> durable.v1.ActivityOptions
-	77,  // 36: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
+	80,  // 36: durable.v1.Command.timer_duration:type_name -> google.protobuf.Duration
 	10,  // 37: durable.v1.Command.failure:type_name -> durable.v1.Failure
 	20,  // 38: durable.v1.CompleteWorkflowTaskRequest.commands:type_name -> durable.v1.Command
 	10,  // 39: durable.v1.FailWorkflowTaskRequest.failure:type_name -> durable.v1.Failure
-	78,  // 40: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
-	78,  // 41: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
-	78,  // 42: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
-	77,  // 43: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
+	81,  // 40: durable.v1.ActivityTask.scheduled_time:type_name -> google.protobuf.Timestamp
+	81,  // 41: durable.v1.ActivityTask.started_time:type_name -> google.protobuf.Timestamp
+	81,  // 42: durable.v1.ActivityTask.deadline:type_name -> google.protobuf.Timestamp
+	80,  // 43: durable.v1.ActivityTask.heartbeat_timeout:type_name -> google.protobuf.Duration
 	24,  // 44: durable.v1.PollActivityTaskResponse.tasks:type_name -> durable.v1.ActivityTask
 	10,  // 45: durable.v1.FailActivityRequest.failure:type_name -> durable.v1.Failure
-	78,  // 46: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	81,  // 46: durable.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
 	12,  // 47: durable.v1.DescribeWorkflowResponse.workflow:type_name -> durable.v1.WorkflowInfo
 	14,  // 48: durable.v1.DescribeWorkflowResponse.pending_activities:type_name -> durable.v1.PendingActivity
 	15,  // 49: durable.v1.DescribeWorkflowResponse.finished_activities:type_name -> durable.v1.FinishedActivity
 	11,  // 50: durable.v1.GetWorkflowHistoryResponse.events:type_name -> durable.v1.HistoryEvent
 	1,   // 51: durable.v1.ListWorkflowsRequest.status:type_name -> durable.v1.WorkflowStatus
 	12,  // 52: durable.v1.ListWorkflowsResponse.workflows:type_name -> durable.v1.WorkflowInfo
-	78,  // 53: durable.v1.ListDeadLettersRequest.dead_lettered_after:type_name -> google.protobuf.Timestamp
-	78,  // 54: durable.v1.ListDeadLettersRequest.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	81,  // 53: durable.v1.ListDeadLettersRequest.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	81,  // 54: durable.v1.ListDeadLettersRequest.dead_lettered_before:type_name -> google.protobuf.Timestamp
 	14,  // 55: durable.v1.ListDeadLettersResponse.dead_letters:type_name -> durable.v1.PendingActivity
 	43,  // 56: durable.v1.RedriveDeadLetterRequest.edit:type_name -> durable.v1.OptionsPatch
 	14,  // 57: durable.v1.RedriveDeadLetterResponse.activity:type_name -> durable.v1.PendingActivity
-	78,  // 58: durable.v1.DeadLetterFilter.dead_lettered_after:type_name -> google.protobuf.Timestamp
-	78,  // 59: durable.v1.DeadLetterFilter.dead_lettered_before:type_name -> google.protobuf.Timestamp
+	81,  // 58: durable.v1.DeadLetterFilter.dead_lettered_after:type_name -> google.protobuf.Timestamp
+	81,  // 59: durable.v1.DeadLetterFilter.dead_lettered_before:type_name -> google.protobuf.Timestamp
 	44,  // 60: durable.v1.OptionsPatch.non_retryable:type_name -> durable.v1.StringList
-	77,  // 61: durable.v1.OptionsPatch.start_to_close_timeout:type_name -> google.protobuf.Duration
-	77,  // 62: durable.v1.OptionsPatch.heartbeat_timeout:type_name -> google.protobuf.Duration
-	77,  // 63: durable.v1.OptionsPatch.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	80,  // 61: durable.v1.OptionsPatch.start_to_close_timeout:type_name -> google.protobuf.Duration
+	80,  // 62: durable.v1.OptionsPatch.heartbeat_timeout:type_name -> google.protobuf.Duration
+	80,  // 63: durable.v1.OptionsPatch.schedule_to_close_timeout:type_name -> google.protobuf.Duration
 	42,  // 64: durable.v1.RedriveDeadLettersRequest.filter:type_name -> durable.v1.DeadLetterFilter
 	64,  // 65: durable.v1.RedriveDeadLettersRequest.activities:type_name -> durable.v1.ActivityRef
 	43,  // 66: durable.v1.RedriveDeadLettersRequest.edit:type_name -> durable.v1.OptionsPatch
@@ -6531,108 +6735,115 @@ var file_durable_v1_durable_proto_depIdxs = []int32{
 	4,   // 69: durable.v1.Operation.state:type_name -> durable.v1.OperationState
 	42,  // 70: durable.v1.Operation.filter:type_name -> durable.v1.DeadLetterFilter
 	43,  // 71: durable.v1.Operation.edit:type_name -> durable.v1.OptionsPatch
-	78,  // 72: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
-	78,  // 73: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
+	81,  // 72: durable.v1.Operation.started_time:type_name -> google.protobuf.Timestamp
+	81,  // 73: durable.v1.Operation.finished_time:type_name -> google.protobuf.Timestamp
 	47,  // 74: durable.v1.ListOperationsResponse.operations:type_name -> durable.v1.Operation
 	43,  // 75: durable.v1.PolicyOverride.patch:type_name -> durable.v1.OptionsPatch
-	78,  // 76: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
+	81,  // 76: durable.v1.PolicyOverride.updated_time:type_name -> google.protobuf.Timestamp
 	43,  // 77: durable.v1.SetPolicyOverrideRequest.patch:type_name -> durable.v1.OptionsPatch
 	52,  // 78: durable.v1.ListPolicyOverridesResponse.overrides:type_name -> durable.v1.PolicyOverride
 	52,  // 79: durable.v1.ClearPolicyOverrideResponse.cleared:type_name -> durable.v1.PolicyOverride
 	2,   // 80: durable.v1.ListActivitiesRequest.state:type_name -> durable.v1.ActivityState
 	14,  // 81: durable.v1.ListActivitiesResponse.activities:type_name -> durable.v1.PendingActivity
-	78,  // 82: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
-	77,  // 83: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
-	77,  // 84: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
-	77,  // 85: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
-	77,  // 86: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
+	81,  // 82: durable.v1.ListActivityStatsRequest.since:type_name -> google.protobuf.Timestamp
+	80,  // 83: durable.v1.ActivityTypeStats.p50:type_name -> google.protobuf.Duration
+	80,  // 84: durable.v1.ActivityTypeStats.p95:type_name -> google.protobuf.Duration
+	80,  // 85: durable.v1.ActivityTypeStats.p99:type_name -> google.protobuf.Duration
+	80,  // 86: durable.v1.ActivityTypeStats.max:type_name -> google.protobuf.Duration
 	9,   // 87: durable.v1.ActivityTypeStats.options_in_force:type_name -> durable.v1.ActivityOptions
 	61,  // 88: durable.v1.ListActivityStatsResponse.stats:type_name -> durable.v1.ActivityTypeStats
 	5,   // 89: durable.v1.WatchEvent.kind:type_name -> durable.v1.WatchEventKind
 	14,  // 90: durable.v1.WatchEvent.activities:type_name -> durable.v1.PendingActivity
 	12,  // 91: durable.v1.WatchEvent.workflows:type_name -> durable.v1.WorkflowInfo
 	64,  // 92: durable.v1.WatchEvent.removed:type_name -> durable.v1.ActivityRef
-	78,  // 93: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
+	81,  // 93: durable.v1.WatchEvent.server_time:type_name -> google.protobuf.Timestamp
 	67,  // 94: durable.v1.WatchEvent.audit_records:type_name -> durable.v1.AuditRecord
 	47,  // 95: durable.v1.WatchEvent.operations:type_name -> durable.v1.Operation
 	52,  // 96: durable.v1.WatchEvent.policy_overrides:type_name -> durable.v1.PolicyOverride
 	66,  // 97: durable.v1.WatchEvent.writes:type_name -> durable.v1.WritesState
-	72,  // 98: durable.v1.WatchEvent.task_queues:type_name -> durable.v1.TaskQueueList
-	78,  // 99: durable.v1.WritesState.since:type_name -> google.protobuf.Timestamp
-	78,  // 100: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	75,  // 98: durable.v1.WatchEvent.task_queues:type_name -> durable.v1.TaskQueueList
+	81,  // 99: durable.v1.WritesState.since:type_name -> google.protobuf.Timestamp
+	81,  // 100: durable.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
 	42,  // 101: durable.v1.AuditRecord.filter:type_name -> durable.v1.DeadLetterFilter
 	64,  // 102: durable.v1.AuditRecord.activities:type_name -> durable.v1.ActivityRef
 	43,  // 103: durable.v1.AuditRecord.edit:type_name -> durable.v1.OptionsPatch
 	52,  // 104: durable.v1.AuditRecord.policy_override:type_name -> durable.v1.PolicyOverride
-	78,  // 105: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
+	81,  // 105: durable.v1.ListAuditRecordsRequest.since:type_name -> google.protobuf.Timestamp
 	67,  // 106: durable.v1.ListAuditRecordsResponse.records:type_name -> durable.v1.AuditRecord
-	73,  // 107: durable.v1.ListTaskQueuesResponse.task_queues:type_name -> durable.v1.TaskQueue
-	78,  // 108: durable.v1.ListTaskQueuesResponse.server_time:type_name -> google.protobuf.Timestamp
-	73,  // 109: durable.v1.TaskQueueList.task_queues:type_name -> durable.v1.TaskQueue
-	74,  // 110: durable.v1.TaskQueue.pollers:type_name -> durable.v1.Poller
-	75,  // 111: durable.v1.TaskQueue.workflow_tasks:type_name -> durable.v1.TaskBacklog
-	75,  // 112: durable.v1.TaskQueue.activity_tasks:type_name -> durable.v1.TaskBacklog
-	76,  // 113: durable.v1.TaskQueue.leases:type_name -> durable.v1.WorkerLeases
-	6,   // 114: durable.v1.Poller.kind:type_name -> durable.v1.TaskKind
-	78,  // 115: durable.v1.Poller.last_poll_time:type_name -> google.protobuf.Timestamp
-	78,  // 116: durable.v1.TaskBacklog.oldest_ready_time:type_name -> google.protobuf.Timestamp
-	17,  // 117: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
-	21,  // 118: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
-	22,  // 119: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
-	19,  // 120: durable.v1.Durable.GetWorkflowTaskHistory:input_type -> durable.v1.GetWorkflowTaskHistoryRequest
-	23,  // 121: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
-	26,  // 122: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
-	27,  // 123: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
-	28,  // 124: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
-	30,  // 125: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
-	32,  // 126: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
-	34,  // 127: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
-	36,  // 128: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
-	38,  // 129: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
-	40,  // 130: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
-	45,  // 131: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
-	48,  // 132: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
-	49,  // 133: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
-	51,  // 134: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
-	53,  // 135: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
-	54,  // 136: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
-	56,  // 137: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
-	58,  // 138: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
-	60,  // 139: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
-	63,  // 140: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
-	68,  // 141: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
-	70,  // 142: durable.v1.Durable.ListTaskQueues:input_type -> durable.v1.ListTaskQueuesRequest
-	18,  // 143: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
-	7,   // 144: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
-	7,   // 145: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
-	35,  // 146: durable.v1.Durable.GetWorkflowTaskHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
-	25,  // 147: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
-	7,   // 148: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
-	7,   // 149: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
-	29,  // 150: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
-	31,  // 151: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
-	33,  // 152: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
-	35,  // 153: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
-	37,  // 154: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
-	39,  // 155: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
-	41,  // 156: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
-	46,  // 157: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
-	47,  // 158: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
-	50,  // 159: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
-	47,  // 160: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
-	52,  // 161: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
-	55,  // 162: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
-	57,  // 163: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
-	59,  // 164: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
-	62,  // 165: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
-	65,  // 166: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
-	69,  // 167: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
-	71,  // 168: durable.v1.Durable.ListTaskQueues:output_type -> durable.v1.ListTaskQueuesResponse
-	143, // [143:169] is the sub-list for method output_type
-	117, // [117:143] is the sub-list for method input_type
-	117, // [117:117] is the sub-list for extension type_name
-	117, // [117:117] is the sub-list for extension extendee
-	0,   // [0:117] is the sub-list for field type_name
+	76,  // 107: durable.v1.ListTaskQueuesResponse.task_queues:type_name -> durable.v1.TaskQueue
+	81,  // 108: durable.v1.ListTaskQueuesResponse.server_time:type_name -> google.protobuf.Timestamp
+	74,  // 109: durable.v1.ListNodesResponse.nodes:type_name -> durable.v1.Node
+	81,  // 110: durable.v1.ListNodesResponse.server_time:type_name -> google.protobuf.Timestamp
+	80,  // 111: durable.v1.ListNodesResponse.alive_within:type_name -> google.protobuf.Duration
+	81,  // 112: durable.v1.Node.start_time:type_name -> google.protobuf.Timestamp
+	81,  // 113: durable.v1.Node.last_seen_time:type_name -> google.protobuf.Timestamp
+	76,  // 114: durable.v1.TaskQueueList.task_queues:type_name -> durable.v1.TaskQueue
+	77,  // 115: durable.v1.TaskQueue.pollers:type_name -> durable.v1.Poller
+	78,  // 116: durable.v1.TaskQueue.workflow_tasks:type_name -> durable.v1.TaskBacklog
+	78,  // 117: durable.v1.TaskQueue.activity_tasks:type_name -> durable.v1.TaskBacklog
+	79,  // 118: durable.v1.TaskQueue.leases:type_name -> durable.v1.WorkerLeases
+	6,   // 119: durable.v1.Poller.kind:type_name -> durable.v1.TaskKind
+	81,  // 120: durable.v1.Poller.last_poll_time:type_name -> google.protobuf.Timestamp
+	81,  // 121: durable.v1.TaskBacklog.oldest_ready_time:type_name -> google.protobuf.Timestamp
+	17,  // 122: durable.v1.Durable.PollWorkflowTask:input_type -> durable.v1.PollWorkflowTaskRequest
+	21,  // 123: durable.v1.Durable.CompleteWorkflowTask:input_type -> durable.v1.CompleteWorkflowTaskRequest
+	22,  // 124: durable.v1.Durable.FailWorkflowTask:input_type -> durable.v1.FailWorkflowTaskRequest
+	19,  // 125: durable.v1.Durable.GetWorkflowTaskHistory:input_type -> durable.v1.GetWorkflowTaskHistoryRequest
+	23,  // 126: durable.v1.Durable.PollActivityTask:input_type -> durable.v1.PollActivityTaskRequest
+	26,  // 127: durable.v1.Durable.CompleteActivityTask:input_type -> durable.v1.CompleteActivityTaskRequest
+	27,  // 128: durable.v1.Durable.FailActivityTask:input_type -> durable.v1.FailActivityRequest
+	28,  // 129: durable.v1.Durable.RecordHeartbeat:input_type -> durable.v1.HeartbeatRequest
+	30,  // 130: durable.v1.Durable.StartWorkflow:input_type -> durable.v1.StartWorkflowRequest
+	32,  // 131: durable.v1.Durable.DescribeWorkflow:input_type -> durable.v1.DescribeWorkflowRequest
+	34,  // 132: durable.v1.Durable.GetWorkflowHistory:input_type -> durable.v1.GetWorkflowHistoryRequest
+	36,  // 133: durable.v1.Durable.ListWorkflows:input_type -> durable.v1.ListWorkflowsRequest
+	38,  // 134: durable.v1.Durable.ListDeadLetters:input_type -> durable.v1.ListDeadLettersRequest
+	40,  // 135: durable.v1.Durable.RedriveDeadLetter:input_type -> durable.v1.RedriveDeadLetterRequest
+	45,  // 136: durable.v1.Durable.RedriveDeadLetters:input_type -> durable.v1.RedriveDeadLettersRequest
+	48,  // 137: durable.v1.Durable.DescribeOperation:input_type -> durable.v1.DescribeOperationRequest
+	49,  // 138: durable.v1.Durable.ListOperations:input_type -> durable.v1.ListOperationsRequest
+	51,  // 139: durable.v1.Durable.CancelOperation:input_type -> durable.v1.CancelOperationRequest
+	53,  // 140: durable.v1.Durable.SetPolicyOverride:input_type -> durable.v1.SetPolicyOverrideRequest
+	54,  // 141: durable.v1.Durable.ListPolicyOverrides:input_type -> durable.v1.ListPolicyOverridesRequest
+	56,  // 142: durable.v1.Durable.ClearPolicyOverride:input_type -> durable.v1.ClearPolicyOverrideRequest
+	58,  // 143: durable.v1.Durable.ListActivities:input_type -> durable.v1.ListActivitiesRequest
+	60,  // 144: durable.v1.Durable.ListActivityStats:input_type -> durable.v1.ListActivityStatsRequest
+	63,  // 145: durable.v1.Durable.Watch:input_type -> durable.v1.WatchRequest
+	68,  // 146: durable.v1.Durable.ListAuditRecords:input_type -> durable.v1.ListAuditRecordsRequest
+	70,  // 147: durable.v1.Durable.ListTaskQueues:input_type -> durable.v1.ListTaskQueuesRequest
+	72,  // 148: durable.v1.Durable.ListNodes:input_type -> durable.v1.ListNodesRequest
+	18,  // 149: durable.v1.Durable.PollWorkflowTask:output_type -> durable.v1.PollWorkflowTaskResponse
+	7,   // 150: durable.v1.Durable.CompleteWorkflowTask:output_type -> durable.v1.Empty
+	7,   // 151: durable.v1.Durable.FailWorkflowTask:output_type -> durable.v1.Empty
+	35,  // 152: durable.v1.Durable.GetWorkflowTaskHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
+	25,  // 153: durable.v1.Durable.PollActivityTask:output_type -> durable.v1.PollActivityTaskResponse
+	7,   // 154: durable.v1.Durable.CompleteActivityTask:output_type -> durable.v1.Empty
+	7,   // 155: durable.v1.Durable.FailActivityTask:output_type -> durable.v1.Empty
+	29,  // 156: durable.v1.Durable.RecordHeartbeat:output_type -> durable.v1.HeartbeatResponse
+	31,  // 157: durable.v1.Durable.StartWorkflow:output_type -> durable.v1.StartWorkflowResponse
+	33,  // 158: durable.v1.Durable.DescribeWorkflow:output_type -> durable.v1.DescribeWorkflowResponse
+	35,  // 159: durable.v1.Durable.GetWorkflowHistory:output_type -> durable.v1.GetWorkflowHistoryResponse
+	37,  // 160: durable.v1.Durable.ListWorkflows:output_type -> durable.v1.ListWorkflowsResponse
+	39,  // 161: durable.v1.Durable.ListDeadLetters:output_type -> durable.v1.ListDeadLettersResponse
+	41,  // 162: durable.v1.Durable.RedriveDeadLetter:output_type -> durable.v1.RedriveDeadLetterResponse
+	46,  // 163: durable.v1.Durable.RedriveDeadLetters:output_type -> durable.v1.RedriveDeadLettersResponse
+	47,  // 164: durable.v1.Durable.DescribeOperation:output_type -> durable.v1.Operation
+	50,  // 165: durable.v1.Durable.ListOperations:output_type -> durable.v1.ListOperationsResponse
+	47,  // 166: durable.v1.Durable.CancelOperation:output_type -> durable.v1.Operation
+	52,  // 167: durable.v1.Durable.SetPolicyOverride:output_type -> durable.v1.PolicyOverride
+	55,  // 168: durable.v1.Durable.ListPolicyOverrides:output_type -> durable.v1.ListPolicyOverridesResponse
+	57,  // 169: durable.v1.Durable.ClearPolicyOverride:output_type -> durable.v1.ClearPolicyOverrideResponse
+	59,  // 170: durable.v1.Durable.ListActivities:output_type -> durable.v1.ListActivitiesResponse
+	62,  // 171: durable.v1.Durable.ListActivityStats:output_type -> durable.v1.ListActivityStatsResponse
+	65,  // 172: durable.v1.Durable.Watch:output_type -> durable.v1.WatchEvent
+	69,  // 173: durable.v1.Durable.ListAuditRecords:output_type -> durable.v1.ListAuditRecordsResponse
+	71,  // 174: durable.v1.Durable.ListTaskQueues:output_type -> durable.v1.ListTaskQueuesResponse
+	73,  // 175: durable.v1.Durable.ListNodes:output_type -> durable.v1.ListNodesResponse
+	149, // [149:176] is the sub-list for method output_type
+	122, // [122:149] is the sub-list for method input_type
+	122, // [122:122] is the sub-list for extension type_name
+	122, // [122:122] is the sub-list for extension extendee
+	0,   // [0:122] is the sub-list for field type_name
 }
 
 func init() { file_durable_v1_durable_proto_init() }
@@ -6647,7 +6858,7 @@ func file_durable_v1_durable_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_durable_v1_durable_proto_rawDesc), len(file_durable_v1_durable_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   70,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

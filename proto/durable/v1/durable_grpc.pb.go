@@ -49,6 +49,7 @@ const (
 	Durable_Watch_FullMethodName                  = "/durable.v1.Durable/Watch"
 	Durable_ListAuditRecords_FullMethodName       = "/durable.v1.Durable/ListAuditRecords"
 	Durable_ListTaskQueues_FullMethodName         = "/durable.v1.Durable/ListTaskQueues"
+	Durable_ListNodes_FullMethodName              = "/durable.v1.Durable/ListNodes"
 )
 
 // DurableClient is the client API for Durable service.
@@ -134,6 +135,11 @@ type DurableClient interface {
 	// read). A queue is listed while it has work, leases or a poller seen in
 	// the last five minutes.
 	ListTaskQueues(ctx context.Context, in *ListTaskQueuesRequest, opts ...grpc.CallOption) (*ListTaskQueuesResponse, error)
+	// ListNodes returns the durabled nodes that serve the daemon's store: on
+	// PostgreSQL every node that has served the database and is not forgotten
+	// yet, with whether it is alive; on Badger the one daemon. It names the
+	// node that answered.
+	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 }
 
 type durableClient struct {
@@ -413,6 +419,16 @@ func (c *durableClient) ListTaskQueues(ctx context.Context, in *ListTaskQueuesRe
 	return out, nil
 }
 
+func (c *durableClient) ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNodesResponse)
+	err := c.cc.Invoke(ctx, Durable_ListNodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DurableServer is the server API for Durable service.
 // All implementations must embed UnimplementedDurableServer
 // for forward compatibility.
@@ -496,6 +512,11 @@ type DurableServer interface {
 	// read). A queue is listed while it has work, leases or a poller seen in
 	// the last five minutes.
 	ListTaskQueues(context.Context, *ListTaskQueuesRequest) (*ListTaskQueuesResponse, error)
+	// ListNodes returns the durabled nodes that serve the daemon's store: on
+	// PostgreSQL every node that has served the database and is not forgotten
+	// yet, with whether it is alive; on Badger the one daemon. It names the
+	// node that answered.
+	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	mustEmbedUnimplementedDurableServer()
 }
 
@@ -583,6 +604,9 @@ func (UnimplementedDurableServer) ListAuditRecords(context.Context, *ListAuditRe
 }
 func (UnimplementedDurableServer) ListTaskQueues(context.Context, *ListTaskQueuesRequest) (*ListTaskQueuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTaskQueues not implemented")
+}
+func (UnimplementedDurableServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
 }
 func (UnimplementedDurableServer) mustEmbedUnimplementedDurableServer() {}
 func (UnimplementedDurableServer) testEmbeddedByValue()                 {}
@@ -1066,6 +1090,24 @@ func _Durable_ListTaskQueues_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Durable_ListNodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DurableServer).ListNodes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Durable_ListNodes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DurableServer).ListNodes(ctx, req.(*ListNodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Durable_ServiceDesc is the grpc.ServiceDesc for Durable service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1172,6 +1214,10 @@ var Durable_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTaskQueues",
 			Handler:    _Durable_ListTaskQueues_Handler,
+		},
+		{
+			MethodName: "ListNodes",
+			Handler:    _Durable_ListNodes_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

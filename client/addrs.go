@@ -1,0 +1,89 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+)
+
+// A daemon address is one host:port, or several separated by commas
+// ("node1:7345,node2:7345") for durabled nodes that share one PostgreSQL
+// database. One address is dialled as gRPC dials any target: its name
+// resolved by DNS, one connection. A list is handed to gRPC as it is, by a
+// resolver of its own, and balanced round robin: a connection to every node,
+// calls (a worker's polls among them) spread over the nodes that are up, and
+// a node that goes away dropped from the rotation at once (its connection
+// breaks) and taken back when it answers again. pick_first would fail over
+// too, but would send every poll to one node while the others idle.
+
+// listScheme is the scheme of the resolver that hands gRPC a list of
+// addresses. Each client registers its own resolver with its connection
+// only (grpc.WithResolvers), so the name cannot clash.
+const listScheme = "durable-list"
+
+// roundRobin is the service config of a connection to a list of addresses.
+const roundRobin = `{"loadBalancingConfig": [{"round_robin": {}}]}`
+
+// SplitAddrs splits a daemon address into its parts: "h1:7345,h2:7345" is
+// two, "h1:7345" one. Spaces around a part are dropped. A list must name
+// each part as host:port, each once; a single address is passed to gRPC as
+// it is (so "dns:///durable.internal:7345" works as before).
+func SplitAddrs(addr string) ([]string, error) {
+	if !strings.Contains(addr, ",") {
+		a := strings.TrimSpace(addr)
+		if a == "" {
+			return nil, errors.New("no daemon address: want host:port, or several separated by commas")
+		}
+		return []string{a}, nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for i, a := range strings.Split(addr, ",") {
+		a = strings.TrimSpace(a)
+		switch _, port, err := net.SplitHostPort(a); {
+		case a == "":
+			return nil, fmt.Errorf("address list %q: part %d is empty", addr, i+1)
+		case err != nil || port == "":
+			return nil, fmt.Errorf("address list %q: part %d, %q, is not host:port", addr, i+1, a)
+		case seen[a]:
+			return nil, fmt.Errorf("address list %q: %s is listed twice", addr, a)
+		}
+		seen[a] = true
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// listDialOptions are the options that make a connection dial every one of
+// addrs, balanced round robin. Unless the TLS settings name the server for
+// all (serverNamed; gRPC then checks every node against that name), each
+// address carries its own server name, host:port, so that each node's
+// certificate is checked against the host dialled for it.
+func listDialOptions(addrs []string, serverNamed bool) []grpc.DialOption {
+	r := manual.NewBuilderWithScheme(listScheme)
+	eps := make([]resolver.Endpoint, len(addrs))
+	for i, a := range addrs {
+		ra := resolver.Address{Addr: a}
+		if !serverNamed {
+			ra.ServerName = a
+		}
+		eps[i] = resolver.Endpoint{Addresses: []resolver.Address{ra}}
+	}
+	r.InitialState(resolver.State{Endpoints: eps})
+	return []grpc.DialOption{grpc.WithResolvers(r), grpc.WithDefaultServiceConfig(roundRobin)}
+}
+
+// dialTarget is what grpc.NewClient dials for addrs: the address itself, or
+// for a list the list resolver, named after the first address so that the
+// connection's default authority is a real host:port.
+func dialTarget(addrs []string) string {
+	if len(addrs) == 1 {
+		return addrs[0]
+	}
+	return listScheme + ":///" + addrs[0]
+}

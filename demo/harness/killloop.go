@@ -64,8 +64,8 @@ type killLoop struct {
 	historyStep  int
 	replace      chan struct{}
 
-	rng          *rand.Rand // picks the node to kill
-	restarting   sync.WaitGroup
+	rng        *rand.Rand // picks the node to kill
+	restarting sync.WaitGroup
 
 	mu         sync.Mutex
 	killsLeft  int

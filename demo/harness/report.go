@@ -44,9 +44,9 @@ type Report struct {
 	UnexpectedKeys []string `json:"unexpected_keys,omitempty"`
 	// AppliedTwice lists keys applied more than once: always empty unless
 	// the sink itself is broken, checked anyway.
-	AppliedTwice   []string      `json:"applied_twice,omitempty"`
-	WorkerKills    int           `json:"worker_kills"`
-	DaemonRestarts int           `json:"daemon_restarts"`
+	AppliedTwice   []string `json:"applied_twice,omitempty"`
+	WorkerKills    int      `json:"worker_kills"`
+	DaemonRestarts int      `json:"daemon_restarts"`
 	// Nodes is how many durabled nodes served the run, and NodeKills how
 	// many times each was SIGKILLed (several nodes only; each kill is
 	// counted in DaemonRestarts once the node is back).
@@ -56,9 +56,9 @@ type Report struct {
 	// failures) a daemon acknowledged to a worker; AcknowledgedLost lists
 	// those the workflow's record contradicts, which a daemon that lost
 	// what it acknowledged would leave.
-	ReportsAcknowledged int      `json:"reports_acknowledged"`
-	AcknowledgedLost    []string `json:"acknowledged_lost,omitempty"`
-	Elapsed        time.Duration `json:"-"`
+	ReportsAcknowledged int           `json:"reports_acknowledged"`
+	AcknowledgedLost    []string      `json:"acknowledged_lost,omitempty"`
+	Elapsed             time.Duration `json:"-"`
 	// ElapsedMS is how long the run took, start to close.
 	ElapsedMS int64 `json:"elapsed_ms"`
 	// ExactlyOnce is true when the workflow completed, every activity's

@@ -102,6 +102,23 @@ func TestDemoStoreFlags(t *testing.T) {
 	}
 }
 
+func TestDemoNodesFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nodes", "0"}, "--nodes 0: want 1 or more"},
+		{[]string{"--nodes", "3", "--store", "badger"}, "leave out --store badger"},
+	} {
+		out, err := exec.Command(demoBin, tc.args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("demo %v: %v, want exit 2 saying %q:\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
+
 func TestDemoJSONSummary(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

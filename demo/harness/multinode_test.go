@@ -107,12 +107,14 @@ func TestMultiNodeKillLoopExactlyOnce(t *testing.T) {
 		t.Errorf("worker kills %d, node kills %v, nodes restarted %d; want 6, at least 2, all restarted", r.WorkerKills, r.NodeKills, r.DaemonRestarts)
 	}
 
-	// Every node, the restarted ones included, tells the same story.
+	// Every node, the restarted ones included, tells the same story. The
+	// calls wait for a connection that is still backing off after the
+	// node's restart.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	want := -1
 	for i, svc := range svcs {
-		h, err := svc.GetWorkflowHistory(ctx, &durablev1.GetWorkflowHistoryRequest{WorkflowId: "multi-node"})
+		h, err := svc.GetWorkflowHistory(ctx, &durablev1.GetWorkflowHistoryRequest{WorkflowId: "multi-node"}, grpc.WaitForReady(true))
 		if err != nil {
 			t.Fatalf("%s: history: %v", c.NodeName(i), err)
 		}
@@ -121,7 +123,7 @@ func TestMultiNodeKillLoopExactlyOnce(t *testing.T) {
 		} else if len(h.GetEvents()) != want {
 			t.Errorf("%s: %d history events, %s has %d", c.NodeName(i), len(h.GetEvents()), c.NodeName(0), want)
 		}
-		d, err := svc.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: "multi-node"})
+		d, err := svc.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: "multi-node"}, grpc.WaitForReady(true))
 		if err != nil {
 			t.Fatalf("%s: describe: %v", c.NodeName(i), err)
 		}

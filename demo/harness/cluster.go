@@ -207,7 +207,9 @@ func (c *Cluster) RestartDaemon(ctx context.Context) error { return c.RestartNod
 // nameInUse is how a durabled node restarted right after it was killed is
 // refused its own name: the database saw the killed one alive moments ago,
 // and only time tells a dead node from a slow one.
-var nameInUse = regexp.MustCompile(`node name "[^"]*" is in use`)
+// The name is quoted, and the quotes escaped in a log line that quotes the
+// whole error.
+var nameInUse = regexp.MustCompile(`node name \\?"[^"\\]*\\?" is in use`)
 
 // StartNode starts node i: the first time on a free port, later on the same
 // address, and waits for its "listening" line. A node started again under

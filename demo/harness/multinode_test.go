@@ -305,12 +305,16 @@ func TestTimerFiresOnceAcrossNodes(t *testing.T) {
 	mu.Unlock()
 
 	// Nothing is left for anyone: a poll on each node finds nothing.
+	var late sync.WaitGroup
 	for node, svc := range svcs {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, _ := svc.PollActivityTask(pctx, &durablev1.PollActivityTaskRequest{TaskQueue: queue, Identity: "late", MaxTasks: 100})
-		cancel()
-		take("late", node, resp.GetTasks())
+		late.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			resp, _ := svc.PollActivityTask(pctx, &durablev1.PollActivityTaskRequest{TaskQueue: queue, Identity: "late", MaxTasks: 100})
+			take("late", node, resp.GetTasks())
+		})
 	}
+	late.Wait()
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -82,7 +82,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	failRate := fs.Float64("fail-rate", 0.5, "chance that an attempt fails")
 	seed := fs.Int64("seed", 1, "seed of the failure draws")
 	kills := fs.Int("worker-kills", 8, "worker SIGKILLs")
-	restarts := fs.Int("daemon-restarts", 2, "durabled SIGKILL-and-restarts (with --nodes, node kills; default 4 then)")
+	restarts := fs.Int("daemon-restarts", 2, "durabled SIGKILL-and-restarts (with --nodes, node kills; default 3 then)")
 	nodes := fs.Int("nodes", 1, "run `N` durabled nodes on one PostgreSQL database (above 1: a throwaway server unless --postgres-dsn)")
 	workers := fs.Int("workers", 3, "workers running at once")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
@@ -118,7 +118,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	case *nodes > 1:
 		*store = "postgres"
 		if !set["daemon-restarts"] {
-			*restarts = 4
+			*restarts = 3
 		}
 	}
 	switch {

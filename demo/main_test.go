@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tinyllm/durable/demo/harness"
+	"github.com/tinyllm/durable/internal/pgserver"
 	"github.com/tinyllm/durable/internal/testpg"
 )
 
@@ -95,6 +96,61 @@ func TestDemoStoreFlags(t *testing.T) {
 		cmd := exec.Command(demoBin, tc.args...)
 		cmd.Env = append(os.Environ(), "DURABLE_POSTGRES_DSN=")
 		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("demo %v: %v, want exit 2 saying %q:\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
+
+// TestDemoAcrossNodes runs `demo --nodes 3`: the demo starts a PostgreSQL
+// of its own and three nodes on it, kills nodes, and every effect is
+// applied exactly once with nothing acknowledged lost.
+func TestDemoAcrossNodes(t *testing.T) {
+	t.Parallel()
+	if _, err := pgserver.FindBinaries(); err != nil {
+		if os.Getenv(testpg.RequireEnv) == "require" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if ok, err := harness.SupportsNodes(ctx, durabledBin); err != nil || !ok {
+		t.Skipf("this durabled runs one node per database (%v)", err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, demoBin, "--nodes", "3", "--json", "--durabled", durabledBin,
+		"--activities", "8", "--worker-kills", "2", "--daemon-restarts", "2", "--seed", "5")
+	cmd.Env = append(os.Environ(), "DURABLE_POSTGRES_DSN=")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("demo --nodes 3: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	for key, want := range map[string]any{"completed": true, "exactly_once": true, "effects_applied": 8.0, "nodes": 3.0} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+	if kills, _ := got["node_kills"].(map[string]any); len(kills) == 0 {
+		t.Errorf("no node was killed: %v", got["node_kills"])
+	}
+}
+
+func TestDemoNodesFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nodes", "0"}, "--nodes 0: want 1 or more"},
+		{[]string{"--nodes", "3", "--store", "badger"}, "leave out --store badger"},
+	} {
+		out, err := exec.Command(demoBin, tc.args...).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
 			t.Errorf("demo %v: %v, want exit 2 saying %q:\n%s", tc.args, err, tc.want, out)

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"google.golang.org/grpc"
+
 	"github.com/tinyllm/durable/client"
 	"github.com/tinyllm/durable/demo/backlog"
 	"github.com/tinyllm/durable/demo/flaky"
@@ -52,6 +54,7 @@ func runWorker(args []string) int {
 	sinkDir := fs.String("sink-dir", defaultSinkDir(), "directory of this worker's own effects sink, used without --sink-addr")
 	identity := fs.String("identity", "", "name of this worker in history (default host:pid)")
 	concurrency := fs.Int("concurrency", 4, "activity attempts run at once")
+	logReports := fs.Bool("log-reports", false, "write a line to stderr for every activity report the daemon acknowledged (the kill loop checks none was lost)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -69,6 +72,9 @@ func runWorker(args []string) int {
 	defer stop()
 	if *identity != "" {
 		opts = append(opts, client.WithIdentity(*identity))
+	}
+	if *logReports {
+		opts = append(opts, client.WithDialOptions(grpc.WithChainUnaryInterceptor(newReportLog(os.Stderr).intercept)))
 	}
 	c, err := client.Dial(ctx, conn.Addr, opts...)
 	switch {

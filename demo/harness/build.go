@@ -2,9 +2,11 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 )
 
 // DurabledPackage is the import path of the daemon's main package.
@@ -20,4 +22,18 @@ func Build(ctx context.Context, dir, name, pkg string) (string, error) {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
 	return out, nil
+}
+
+// nodeFlag finds durabled's --node flag in its --help output.
+var nodeFlag = regexp.MustCompile(`(?m)^\s+-node\b`)
+
+// SupportsNodes reports whether the durabled binary runs as one of several
+// nodes on one database: whether it has a --node flag.
+func SupportsNodes(ctx context.Context, durabled string) (bool, error) {
+	out, err := exec.CommandContext(ctx, durabled, "--help").CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return false, fmt.Errorf("%s --help: %w", durabled, err)
+	}
+	return nodeFlag.Match(out), nil
 }

@@ -29,15 +29,24 @@ type Options struct {
 	// PostgresDSN, when set, runs the daemon on that PostgreSQL database
 	// (--store postgres) instead of a Badger directory under Dir.
 	PostgresDSN string
-	// Worker is the argv that runs a demo worker, without --addr and
-	// --sink-addr, which the Cluster adds: e.g. {exe, "worker"}.
+	// Nodes is how many durabled nodes serve the database PostgresDSN
+	// names, each under a --node name of its own (node-1, node-2, ...);
+	// default 1, which runs durabled as it always ran, without --node. More
+	// than one needs PostgresDSN and a durabled that runs several nodes on
+	// one database (see SupportsNodes).
+	Nodes int
+	// Worker is the argv that runs a demo worker, without --addr,
+	// --sink-addr, --identity and --log-reports, which the Cluster adds:
+	// e.g. {exe, "worker"}. With several nodes a worker is given them all as
+	// one address list and spreads its calls over the nodes that are up.
 	Worker []string
 	// StartTimeout bounds the wait for a daemon to say it is listening;
 	// default 60 s.
 	StartTimeout time.Duration
 }
 
-// Cluster is a daemon, its workers and the effects sink of one run.
+// Cluster is a daemon (or several nodes of one), its workers and the
+// effects sink of one run.
 type Cluster struct {
 	opts     Options
 	sink     *sink.Store
@@ -47,11 +56,19 @@ type Cluster struct {
 	hook     atomic.Pointer[func(d sink.Delivery, pid int)]
 
 	mu      sync.Mutex
-	addr    string // the daemon's, fixed after its first start
-	daemon  *Proc
+	nodes   []*node
 	workers map[int]*Proc
 	nextID  int
 	closed  bool
+	acks    []Ack
+}
+
+// node is one durabled of the Cluster.
+type node struct {
+	name    string // its --node name; empty for a single daemon
+	logPath string
+	addr    string // fixed after its first start
+	proc    *Proc  // nil while it is down
 }
 
 // Start opens the sink, serves it on a local port and starts the daemon on a
@@ -74,7 +91,23 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		st.Close()
 		return nil, err
 	}
+	if opts.Nodes <= 0 {
+		opts.Nodes = 1
+	}
+	if opts.Nodes > 1 && opts.PostgresDSN == "" {
+		st.Close()
+		l.Close()
+		return nil, errors.New("harness: several nodes share one PostgreSQL database: set PostgresDSN")
+	}
 	c := &Cluster{opts: opts, sink: st, sinkAddr: l.Addr().String(), workers: map[int]*Proc{}}
+	for i := range opts.Nodes {
+		n := &node{logPath: filepath.Join(opts.Dir, "logs", "durabled.log")}
+		if opts.Nodes > 1 {
+			n.name = fmt.Sprintf("node-%d", i+1)
+			n.logPath = filepath.Join(opts.Dir, "logs", "durabled-"+n.name+".log")
+		}
+		c.nodes = append(c.nodes, n)
+	}
 	c.sinkSrv = &sink.Server{Store: st, AfterApplyFunc: func(d sink.Delivery, pid int) {
 		if h := c.hook.Load(); h != nil {
 			(*h)(d, pid)
@@ -82,18 +115,58 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}}
 	c.httpSrv = &http.Server{Handler: c.sinkSrv, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = c.httpSrv.Serve(l) }()
-	if err := c.StartDaemon(ctx); err != nil {
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i := range c.nodes {
+		wg.Go(func() { errs[i] = c.StartNode(ctx, i) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-// Addr is the daemon's address.
+// Addr is the daemon's address; with several nodes, every node's address
+// separated by commas, the address list a client balances over.
 func (c *Cluster) Addr() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.addr
+	addrs := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		addrs[i] = n.addr
+	}
+	return strings.Join(addrs, ",")
+}
+
+// Nodes is how many durabled nodes the Cluster runs.
+func (c *Cluster) Nodes() int { return len(c.nodes) }
+
+// NodeAddr is the address of node i (from 0).
+func (c *Cluster) NodeAddr(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i].addr
+}
+
+// NodeName is node i's --node name ("node-1" for i = 0), or "durabled"
+// for a single daemon.
+func (c *Cluster) NodeName(i int) string {
+	if c.nodes[i].name == "" {
+		return "durabled"
+	}
+	return c.nodes[i].name
+}
+
+// NodePID is node i's process id, or 0 while it is down.
+func (c *Cluster) NodePID(i int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.nodes[i].proc; p != nil {
+		return p.PID()
+	}
+	return 0
 }
 
 // Sink is the effects sink the workers deliver to.
@@ -116,19 +189,62 @@ func (c *Cluster) SetAfterApply(fn func(d sink.Delivery, pid int)) {
 // slog wrote it as text or JSON.
 var listenRE = regexp.MustCompile(`(\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|localhost):(\d+)`)
 
-// StartDaemon starts durabled on the Cluster's data dir: the first time on a
-// free port, later on the same address, and waits for its "listening" line.
-func (c *Cluster) StartDaemon(ctx context.Context) error {
+// StartDaemon starts durabled (node 0 of several) on the Cluster's data
+// dir or database: the first time on a free port, later on the same
+// address, and waits for its "listening" line.
+func (c *Cluster) StartDaemon(ctx context.Context) error { return c.StartNode(ctx, 0) }
+
+// DaemonPID is the running daemon's (node 0's) process id, or 0.
+func (c *Cluster) DaemonPID() int { return c.NodePID(0) }
+
+// KillDaemon SIGKILLs the daemon (node 0) and waits until it is gone.
+func (c *Cluster) KillDaemon() { c.KillNode(0) }
+
+// RestartDaemon SIGKILLs the daemon (node 0) and starts it again on the same
+// data dir and address.
+func (c *Cluster) RestartDaemon(ctx context.Context) error { return c.RestartNode(ctx, 0) }
+
+// nameInUse is how a durabled node restarted right after it was killed is
+// refused its own name: the database saw the killed one alive moments ago,
+// and only time tells a dead node from a slow one.
+// The name is quoted, and the quotes escaped in a log line that quotes the
+// whole error.
+var nameInUse = regexp.MustCompile(`node name \\?"[^"\\]*\\?" is in use`)
+
+// StartNode starts node i: the first time on a free port, later on the same
+// address, and waits for its "listening" line. A node started again under
+// its name while the database still counts the killed one as alive is
+// refused; StartNode starts it again until the name is free, within
+// Options.StartTimeout.
+func (c *Cluster) StartNode(ctx context.Context, i int) error {
+	deadline := time.Now().Add(c.opts.StartTimeout)
+	for {
+		refused, err := c.startNode(ctx, i, deadline)
+		if !refused || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// startNode makes one attempt at StartNode; refused says the node exited
+// because its name was still in use.
+func (c *Cluster) startNode(ctx context.Context, i int, deadline time.Time) (refused bool, err error) {
 	c.mu.Lock()
+	n := c.nodes[i]
 	if c.closed {
 		c.mu.Unlock()
-		return errors.New("harness: cluster closed")
+		return false, errors.New("harness: cluster closed")
 	}
-	if c.daemon != nil {
+	if n.proc != nil {
 		c.mu.Unlock()
-		return errors.New("harness: daemon already running")
+		return false, fmt.Errorf("harness: %s already running", c.NodeName(i))
 	}
-	listen := c.addr
+	listen := n.addr
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
@@ -140,13 +256,16 @@ func (c *Cluster) StartDaemon(ctx context.Context) error {
 	} else {
 		argv = append(argv, "--data", filepath.Join(c.opts.Dir, "data"))
 	}
+	if n.name != "" {
+		argv = append(argv, "--node", n.name)
+	}
 	argv = append(argv, c.opts.DaemonArgs...)
-	p, err := startProc("durabled", filepath.Join(c.opts.Dir, "logs", "durabled.log"), argv)
+	p, err := startProc(c.NodeName(i), n.logPath, argv)
 	if err != nil {
 		c.mu.Unlock()
-		return err
+		return false, err
 	}
-	c.daemon = p
+	n.proc = p
 	c.mu.Unlock()
 
 	found := make(chan string, 1)
@@ -161,55 +280,48 @@ func (c *Cluster) StartDaemon(ctx context.Context) error {
 			}
 		}
 	})
-	timer := time.NewTimer(c.opts.StartTimeout)
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
 	case addr := <-found:
 		if port, _ := strconv.Atoi(addr[strings.LastIndex(addr, ":")+1:]); port == 0 {
-			return fmt.Errorf("harness: durabled says it listens on %s", addr)
+			return false, fmt.Errorf("harness: %s says it listens on %s", p.Name, addr)
 		}
 		c.mu.Lock()
-		c.addr = addr
+		n.addr = addr
 		c.mu.Unlock()
-		return nil
+		return false, nil
 	case <-p.Done():
 		c.mu.Lock()
-		c.daemon = nil
+		if n.proc == p {
+			n.proc = nil
+		}
 		c.mu.Unlock()
-		return fmt.Errorf("harness: durabled exited before listening (%v):\n%s", p.err, p.Tail(20))
+		tail := p.Tail(20)
+		return nameInUse.MatchString(tail), fmt.Errorf("harness: %s exited before listening (%v):\n%s", p.Name, p.err, tail)
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	c.KillDaemon()
-	return fmt.Errorf("harness: durabled did not say it was listening within %s:\n%s", c.opts.StartTimeout, p.Tail(20))
+	c.KillNode(i)
+	return false, fmt.Errorf("harness: %s did not say it was listening within %s:\n%s", p.Name, c.opts.StartTimeout, p.Tail(20))
 }
 
-// DaemonPID is the running daemon's process id, or 0.
-func (c *Cluster) DaemonPID() int {
+// KillNode SIGKILLs node i and waits until it is gone.
+func (c *Cluster) KillNode(i int) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.daemon == nil {
-		return 0
-	}
-	return c.daemon.PID()
-}
-
-// KillDaemon SIGKILLs the daemon and waits until it is gone.
-func (c *Cluster) KillDaemon() {
-	c.mu.Lock()
-	p := c.daemon
-	c.daemon = nil
+	p := c.nodes[i].proc
+	c.nodes[i].proc = nil
 	c.mu.Unlock()
 	if p != nil {
 		p.Kill()
 	}
 }
 
-// RestartDaemon SIGKILLs the daemon and starts it again on the same data dir
-// and address.
-func (c *Cluster) RestartDaemon(ctx context.Context) error {
-	c.KillDaemon()
-	return c.StartDaemon(ctx)
+// RestartNode SIGKILLs node i and starts it again on the same address (and
+// data dir, for a single daemon on Badger).
+func (c *Cluster) RestartNode(ctx context.Context, i int) error {
+	c.KillNode(i)
+	return c.StartNode(ctx, i)
 }
 
 // StartWorker starts a demo worker connected to the daemon and the sink;
@@ -222,10 +334,20 @@ func (c *Cluster) StartWorker(args ...string) (*Proc, error) {
 	}
 	c.nextID++
 	name := fmt.Sprintf("worker-%d", c.nextID)
+	addrs := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		addrs[i] = n.addr
+	}
 	argv := append(append([]string{}, c.opts.Worker...),
-		"--addr", c.addr, "--sink-addr", c.sinkAddr, "--identity", name)
+		"--addr", strings.Join(addrs, ","), "--sink-addr", c.sinkAddr, "--identity", name, "--log-reports")
 	argv = append(argv, args...)
-	p, err := startProc(name, filepath.Join(c.opts.Dir, "logs", name+".log"), argv)
+	p, err := startProc(name, filepath.Join(c.opts.Dir, "logs", name+".log"), argv, func(line string) {
+		if a, ok := parseAck(line, name); ok {
+			c.mu.Lock()
+			c.acks = append(c.acks, a)
+			c.mu.Unlock()
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -270,9 +392,11 @@ func (c *Cluster) Close() error {
 	for _, p := range c.workers {
 		procs = append(procs, p)
 	}
-	if c.daemon != nil {
-		procs = append(procs, c.daemon)
-		c.daemon = nil
+	for _, n := range c.nodes {
+		if n.proc != nil {
+			procs = append(procs, n.proc)
+			n.proc = nil
+		}
 	}
 	c.mu.Unlock()
 	var wg sync.WaitGroup

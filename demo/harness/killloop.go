@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -28,7 +30,13 @@ type FlakyPlan struct {
 	WorkerKills int
 	// DaemonRestarts is how many times durabled is SIGKILLed and started again
 	// on the same data dir and port, each after the workflow's history grew.
+	// With several nodes, each time a node chosen at random among those
+	// running is SIGKILLed while the others carry on, and started again
+	// under its name and on its address once the database lets the name go;
+	// one node always runs.
 	DaemonRestarts int
+	// KillSeed seeds the choice of the node to kill; default Input.Seed.
+	KillSeed int64
 	// Timeout bounds the whole run; default 2 min.
 	Timeout time.Duration
 	// Logf, if set, narrates the run.
@@ -56,12 +64,18 @@ type killLoop struct {
 	historyStep  int
 	replace      chan struct{}
 
-	mu        sync.Mutex
-	killsLeft int
-	restLeft  int
-	kills     int
-	restarts  int
-	finished  bool
+	rng        *rand.Rand // picks the node to kill
+	restarting sync.WaitGroup
+
+	mu         sync.Mutex
+	killsLeft  int
+	restLeft   int
+	kills      int
+	restarts   int
+	nodeKills  map[string]int
+	down       map[int]bool // nodes killed and not back yet
+	restartErr error
+	finished   bool
 }
 
 // afterApply runs in the sink between a delivery becoming durable and its
@@ -141,8 +155,14 @@ func RunFlaky(ctx context.Context, c *Cluster, p FlakyPlan) (*Report, error) {
 		firstHistory: n + 4,
 		historyStep:  max(1, 2*n/(p.DaemonRestarts+1)),
 		killsLeft:    p.WorkerKills, restLeft: p.DaemonRestarts,
-		replace: make(chan struct{}, 1),
+		replace:   make(chan struct{}, 1),
+		nodeKills: map[string]int{}, down: map[int]bool{},
 	}
+	seed := p.KillSeed
+	if seed == 0 {
+		seed = p.Input.Seed
+	}
+	k.rng = rand.New(rand.NewPCG(uint64(seed), 0x6b696c6c))
 	for range p.Workers {
 		w, err := c.StartWorker()
 		if err != nil {
@@ -168,8 +188,17 @@ func RunFlaky(ctx context.Context, c *Cluster, p FlakyPlan) (*Report, error) {
 	}
 	k.mu.Lock()
 	k.finished = true
-	kills, restarts := k.kills, k.restarts
 	k.mu.Unlock()
+	// Nodes killed late in the run come back before the record is read:
+	// every node serves the end of the run.
+	k.restarting.Wait()
+	k.mu.Lock()
+	kills, restarts, restartErr := k.kills, k.restarts, k.restartErr
+	nodeKills := maps.Clone(k.nodeKills)
+	k.mu.Unlock()
+	if restartErr != nil {
+		return nil, restartErr
+	}
 
 	hist, err := retryUnavailable(ctx, func(ctx context.Context) ([]*durablev1.HistoryEvent, error) {
 		return cl.History(ctx, p.WorkflowID)
@@ -186,6 +215,11 @@ func RunFlaky(ctx context.Context, c *Cluster, p FlakyPlan) (*Report, error) {
 	wf := desc.GetWorkflow()
 	r := newReport(p.WorkflowID, wf, hist, c.Sink())
 	r.WorkerKills, r.DaemonRestarts = kills, restarts
+	r.Nodes = c.Nodes()
+	if r.Nodes > 1 {
+		r.NodeKills = nodeKills
+	}
+	r.addAcks(p.WorkflowID, c.Acks(), desc)
 	r.Elapsed = time.Since(start)
 	r.ElapsedMS = r.Elapsed.Milliseconds()
 	return r, nil
@@ -223,12 +257,20 @@ func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) er
 		}
 		k.mu.Lock()
 		restart := !k.finished && k.restLeft > 0 &&
-			len(hist) >= k.firstHistory+(k.restarts+1)*k.historyStep
+			len(hist) >= k.firstHistory+(p.DaemonRestarts-k.restLeft+1)*k.historyStep
 		if restart {
 			k.restLeft--
 		}
 		k.mu.Unlock()
 		if !restart {
+			continue
+		}
+		if k.c.Nodes() > 1 {
+			if !k.killNode(ctx, len(hist)) {
+				k.mu.Lock()
+				k.restLeft++ // no node to spare now; try again on the next tick
+				k.mu.Unlock()
+			}
 			continue
 		}
 		k.logf("SIGKILL durabled at history length %d, restart on %s", len(hist), k.c.Addr())
@@ -241,6 +283,47 @@ func (k *killLoop) drive(ctx context.Context, cl *client.Client, p FlakyPlan) er
 		k.mu.Unlock()
 		k.logf("durabled (pid %d) back after %s", k.c.DaemonPID(), time.Since(t0).Round(time.Millisecond))
 	}
+}
+
+// killNode SIGKILLs a node chosen at random among those running, unless it
+// is the only one, and starts it again in the background once the database
+// lets its name go. It reports whether it killed one.
+func (k *killLoop) killNode(ctx context.Context, historyLen int) bool {
+	k.mu.Lock()
+	var up []int
+	for i := range k.c.Nodes() {
+		if !k.down[i] {
+			up = append(up, i)
+		}
+	}
+	if len(up) < 2 {
+		k.mu.Unlock()
+		return false
+	}
+	i := up[k.rng.IntN(len(up))]
+	k.down[i] = true
+	name := k.c.NodeName(i)
+	k.nodeKills[name]++
+	k.mu.Unlock()
+	pid := k.c.NodePID(i)
+	k.c.KillNode(i)
+	k.logf("SIGKILL %s (pid %d) at history length %d; the other nodes carry on", name, pid, historyLen)
+	k.restarting.Add(1)
+	go func() {
+		defer k.restarting.Done()
+		t0 := time.Now()
+		err := k.c.StartNode(ctx, i)
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if err != nil {
+			k.restartErr = errors.Join(k.restartErr, err)
+			return
+		}
+		delete(k.down, i)
+		k.restarts++
+		k.logf("%s (pid %d) back on %s after %s", name, k.c.NodePID(i), k.c.NodeAddr(i), time.Since(t0).Round(time.Millisecond))
+	}()
+	return true
 }
 
 // workflowTaskState reads from history whether the workflow closed and which

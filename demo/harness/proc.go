@@ -28,13 +28,14 @@ type Proc struct {
 }
 
 // startProc starts argv with its output appended to logPath. Every output
-// line is also offered to the watchers registered with watchLines.
-func startProc(name, logPath string, argv []string) (*Proc, error) {
+// line is also offered to watch, from the first, and to the watchers
+// registered later with watchLines.
+func startProc(name, logPath string, argv []string, watch ...func(string)) (*Proc, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	p := &Proc{Name: name, LogPath: logPath, done: make(chan struct{})}
+	p := &Proc{Name: name, LogPath: logPath, done: make(chan struct{}), lines: watch}
 	pr, pw := io.Pipe()
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = pw, pw

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -43,15 +44,41 @@ type Report struct {
 	UnexpectedKeys []string `json:"unexpected_keys,omitempty"`
 	// AppliedTwice lists keys applied more than once: always empty unless
 	// the sink itself is broken, checked anyway.
-	AppliedTwice   []string      `json:"applied_twice,omitempty"`
-	WorkerKills    int           `json:"worker_kills"`
-	DaemonRestarts int           `json:"daemon_restarts"`
-	Elapsed        time.Duration `json:"-"`
+	AppliedTwice   []string `json:"applied_twice,omitempty"`
+	WorkerKills    int      `json:"worker_kills"`
+	DaemonRestarts int      `json:"daemon_restarts"`
+	// Nodes is how many durabled nodes served the run, and NodeKills how
+	// many times each was SIGKILLed (several nodes only; each kill is
+	// counted in DaemonRestarts once the node is back).
+	Nodes     int            `json:"nodes"`
+	NodeKills map[string]int `json:"node_kills,omitempty"`
+	// ReportsAcknowledged counts the activity reports (completions and
+	// failures) a daemon acknowledged to a worker; AcknowledgedLost lists
+	// those the workflow's record contradicts, which a daemon that lost
+	// what it acknowledged would leave.
+	ReportsAcknowledged int           `json:"reports_acknowledged"`
+	AcknowledgedLost    []string      `json:"acknowledged_lost,omitempty"`
+	Elapsed             time.Duration `json:"-"`
 	// ElapsedMS is how long the run took, start to close.
 	ElapsedMS int64 `json:"elapsed_ms"`
-	// ExactlyOnce is true when the workflow completed and every activity's
-	// effect was applied exactly once and nothing else was.
+	// ExactlyOnce is true when the workflow completed, every activity's
+	// effect was applied exactly once and nothing else was, and no
+	// acknowledged report was lost.
 	ExactlyOnce bool `json:"exactly_once"`
+}
+
+// addAcks counts the acknowledged reports of the workflow and checks them
+// against its record (see lostAcks).
+func (r *Report) addAcks(id string, acks []Ack, desc *durablev1.DescribeWorkflowResponse) {
+	for _, a := range acks {
+		if a.WorkflowID == id {
+			r.ReportsAcknowledged++
+		}
+	}
+	r.AcknowledgedLost = lostAcks(id, acks, desc)
+	if len(r.AcknowledgedLost) > 0 {
+		r.ExactlyOnce = false
+	}
 }
 
 func newReport(id string, wf *durablev1.WorkflowInfo, hist []*durablev1.HistoryEvent, s *sink.Store) *Report {
@@ -107,13 +134,19 @@ func newReport(id string, wf *durablev1.WorkflowInfo, hist []*durablev1.HistoryE
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	verdict := "OK: every effect applied exactly once"
-	if !r.ExactlyOnce {
+	switch {
+	case len(r.AcknowledgedLost) > 0:
+		verdict = "FAILED: a daemon lost reports it acknowledged"
+	case !r.ExactlyOnce:
 		verdict = "FAILED: effects not applied exactly once"
+	case r.Nodes > 1:
+		verdict += ", nothing acknowledged lost"
 	}
-	rows := []struct {
+	type row struct {
 		k string
 		v any
-	}{
+	}
+	rows := []row{
 		{"workflow", r.WorkflowID + " (" + strings.ToLower(r.Status) + ")"},
 		{"activities", r.Activities},
 		{"attempts", r.Attempts},
@@ -123,9 +156,23 @@ func (r *Report) WriteTable(w io.Writer) error {
 		{"deliveries", r.Deliveries},
 		{"duplicate deliveries suppressed", fmt.Sprintf("%d (%d keys)", r.DuplicateDeliveries, len(r.RedeliveredKeys))},
 		{"worker kills (SIGKILL)", r.WorkerKills},
-		{"daemon restarts (SIGKILL)", r.DaemonRestarts},
-		{"elapsed", r.Elapsed.Round(time.Millisecond)},
 	}
+	if r.Nodes > 1 {
+		names := slices.Sorted(maps.Keys(r.NodeKills))
+		per := make([]string, len(names))
+		kills := 0
+		for i, n := range names {
+			per[i] = fmt.Sprintf("%s %d", n, r.NodeKills[n])
+			kills += r.NodeKills[n]
+		}
+		rows = append(rows,
+			row{"nodes", fmt.Sprintf("%d on one PostgreSQL database", r.Nodes)},
+			row{"node kills (SIGKILL)", fmt.Sprintf("%d (%s), %d restarted", kills, strings.Join(per, ", "), r.DaemonRestarts)},
+			row{"reports acknowledged", fmt.Sprintf("%d, %d lost", r.ReportsAcknowledged, len(r.AcknowledgedLost))})
+	} else {
+		rows = append(rows, row{"daemon restarts (SIGKILL)", r.DaemonRestarts})
+	}
+	rows = append(rows, row{"elapsed", r.Elapsed.Round(time.Millisecond)})
 	for _, row := range rows {
 		fmt.Fprintf(tw, "  %s\t%v\n", row.k, row.v)
 	}
@@ -134,6 +181,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if len(r.UnexpectedKeys) > 0 {
 		fmt.Fprintf(tw, "  unexpected keys\t%s\n", strings.Join(r.UnexpectedKeys, " "))
+	}
+	for _, l := range r.AcknowledgedLost {
+		fmt.Fprintf(tw, "  acknowledged, lost\t%s\n", l)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -26,13 +26,14 @@ var allowed = map[string][]string{
 	"worker":              {"client", "activity", "proto/durable/v1", "workflow"},
 	"workflow":            {"client", "activity", "proto/durable/v1"},
 	"tui":                 {"client", "proto/durable/v1", "activity"},
-	"demo":                {"activity", "client", "worker", "workflow", "proto/durable/v1", "demo/"},
-	"demo/":               {"activity", "client", "worker", "workflow", "proto/durable/v1", "demo/"},
+	"demo":                {"activity", "client", "worker", "workflow", "proto/durable/v1", "demo/", "internal/pgserver"},
+	"demo/":               {"activity", "client", "worker", "workflow", "proto/durable/v1", "demo/", "internal/pgserver"},
 	"internal/protoc":     {},
 	"internal/tlsfile":    {},
 	"internal/testdaemon": {"engine", "server", "store/badger"},
 	"internal/testcert":   {},
-	"internal/testpg":     {},
+	"internal/testpg":     {"internal/pgserver"},
+	"internal/pgserver":   {},
 }
 
 // testOnly are helper packages for tests; no package's own code may import

@@ -1,8 +1,8 @@
-// Package testpg runs throwaway PostgreSQL servers for tests: initdb in a
-// temporary directory, a server listening only on a unix socket in a
-// directory of its own (no TCP, so it never collides with another server or
-// test), fsync on like a real deployment, and everything stopped and removed
-// when the test ends.
+// Package testpg runs throwaway PostgreSQL servers for tests, with
+// internal/pgserver: initdb in a temporary directory, a server listening
+// only on a unix socket in a directory of its own (no TCP, so it never
+// collides with another server or test), fsync on like a real deployment,
+// and everything stopped and removed when the test ends.
 //
 // The binaries come from Debian's postgresql package (/usr/lib/postgresql/*/bin,
 // the newest version first) or from PATH. When they are missing, tests skip
@@ -25,9 +25,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // RequireEnv names the environment variable that turns a skip for missing
@@ -99,24 +96,4 @@ func (s *Server) CreateDatabase(t testing.TB) (dsn string) {
 		}
 	})
 	return s.DSN(name)
-}
-
-// DSN returns the DSN of database db on s, as the superuser.
-func (s *Server) DSN(db string) string {
-	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", s.sockDir, s.port, s.user, db)
-}
-
-// exec runs one statement in the postgres database.
-func (s *Server) exec(ctx context.Context, sql string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("%s: %w", sql, err)
-	}
-	return nil
 }

@@ -3,11 +3,12 @@ package testpg
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tinyllm/durable/internal/pgserver"
 )
 
 func TestMain(m *testing.M) {
@@ -73,52 +74,28 @@ func TestNew_StopsAndRemovesItsDirectoryAtCleanup(t *testing.T) {
 			t.Fatal(err)
 		}
 		conn.Close(ctx)
-		if _, err := os.Stat(s.dir); err != nil {
+		if _, err := os.Stat(s.srv.Dir()); err != nil {
 			t.Fatalf("server directory while running: %v", err)
 		}
 	})
 	if s == nil {
 		t.Skip("no server started")
 	}
-	if !s.waitExit(0) {
+	if !s.srv.Exited() {
 		t.Error("the server still runs after its test ended")
 	}
-	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
+	if _, err := os.Stat(s.srv.Dir()); !os.IsNotExist(err) {
 		t.Errorf("server directory after cleanup: %v, want it removed", err)
 	}
 }
 
-func TestFindBinaries_MissingSaysWhichPackageToInstall(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
-	_, err := findBinaries(filepath.Join(t.TempDir(), "*", "bin"))
-	if err == nil {
-		t.Fatal("found PostgreSQL binaries in an empty directory and PATH")
-	}
-	if msg := missingMessage(err); !strings.Contains(msg, "apt-get install postgresql") || !strings.Contains(msg, "initdb") {
-		t.Errorf("message %q does not name the programs and the package", msg)
-	}
-}
-
-func TestFindBinaries_PrefersTheNewestDebianVersion(t *testing.T) {
+func TestMissingBinaries_SayWhichPackageToInstall(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	for _, v := range []string{"9", "15", "13"} {
-		dir := filepath.Join(root, v, "bin")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
+	msg := missingMessage(pgserver.ErrNotInstalled)
+	for _, want := range []string{"apt-get install postgresql", "initdb", "to run this test"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q does not say %q", msg, want)
 		}
-		for _, prog := range []string{"initdb", "postgres"} {
-			if err := os.WriteFile(filepath.Join(dir, prog), nil, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	b, err := findBinaries(filepath.Join(root, "*", "bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := filepath.Join(root, "15", "bin", "initdb"); b.initdb != want {
-		t.Errorf("initdb = %s, want %s", b.initdb, want)
 	}
 }
 

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package testpg
+package pgserver
 
 import "syscall"
 

@@ -30,6 +30,7 @@ type Server struct {
 	user    string // the database superuser: the OS user postgres runs as
 	program string // the postgres binary
 	cred    *syscall.Credential
+	extra   []string // name=value settings given to Start
 	log     *syncBuffer
 	once    sync.Once
 
@@ -122,8 +123,9 @@ func whoRuns() (runAs, error) {
 		cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}}, nil
 }
 
-// start runs initdb in a new temporary directory and starts postgres on it.
-func start(b bins) (*Server, error) {
+// start runs initdb in a new temporary directory and starts postgres on it
+// with the extra settings.
+func start(b bins, extra ...string) (*Server, error) {
 	who, err := whoRuns()
 	if err != nil {
 		return nil, err
@@ -136,7 +138,7 @@ func start(b bins) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{dir: dir, data: filepath.Join(dir, "data"), sockDir: filepath.Join(dir, "sock"), user: who.name,
-		program: b.postgres, cred: who.cred, log: &syncBuffer{}}
+		program: b.postgres, cred: who.cred, extra: extra, log: &syncBuffer{}}
 	fail := func(err error) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
@@ -162,7 +164,7 @@ func start(b bins) (*Server, error) {
 		return fail(err)
 	}
 	if err := s.run(); err != nil {
-		s.stop()
+		s.Stop()
 		return nil, err
 	}
 	return s, nil
@@ -171,13 +173,17 @@ func start(b bins) (*Server, error) {
 // run starts postgres on the data directory and waits until it accepts
 // connections.
 func (s *Server) run() error {
-	cmd := exec.Command(s.program, "-D", s.data, "-k", s.sockDir, "-p", strconv.Itoa(s.port),
+	args := []string{"-D", s.data, "-k", s.sockDir, "-p", strconv.Itoa(s.port),
 		"-c", "listen_addresses=",
 		"-c", "fsync=on",
 		"-c", "max_connections=200",
 		"-c", "shared_buffers=32MB",
 		"-c", "log_min_messages=warning",
-	)
+	}
+	for _, kv := range s.extra {
+		args = append(args, "-c", kv)
+	}
+	cmd := exec.Command(s.program, args...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.SysProcAttr = sysProcAttr(s.cred)
@@ -264,10 +270,24 @@ func (s *Server) waitReady(within time.Duration) error {
 	}
 }
 
-// stop shuts the server down (fast shutdown: connections are ended) and
+// Pid returns the process id of the running postmaster, 0 when none runs:
+// its backends and background workers are its children, for a benchmark
+// that reads their CPU time from /proc.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil || s.waitExit(0) {
+		return 0
+	}
+	return cmd.Process.Pid
+}
+
+// Stop shuts the server down (fast shutdown: connections are ended) and
 // removes its directory. It escalates to an immediate shutdown, then to
-// SIGKILL, when the server does not exit in time.
-func (s *Server) stop() {
+// SIGKILL, when the server does not exit in time. Only the first call does
+// anything.
+func (s *Server) Stop() {
 	s.once.Do(func() {
 		s.mu.Lock()
 		cmd := s.cmd

@@ -190,7 +190,7 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 	d.report(b, elapsed, cpuEnd.sub(cpuStart))
 	if d.pg != nil {
 		if profile != nil {
-			profile.end()
+			profile.end(b)
 		}
 		// The backends' statistics are complete once their connections
 		// have closed.

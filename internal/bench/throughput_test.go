@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,11 +128,32 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 	if err := worker.Start(); err != nil {
 		b.Fatal(err)
 	}
-	stopWorker := sync.OnceFunc(func() {
-		worker.Process.Kill()
+	// A worker that exits (a call it made failed) ends the run: the
+	// workflows would otherwise wait for it forever.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exited := make(chan struct{})
+	var stopping atomic.Bool
+	go func() {
 		worker.Wait()
+		close(exited)
+		if !stopping.Load() {
+			cancel()
+		}
+	}()
+	stopWorker := sync.OnceFunc(func() {
+		stopping.Store(true)
+		worker.Process.Kill()
+		<-exited
 	})
 	b.Cleanup(stopWorker)
+	fail := func(err error) {
+		b.Helper()
+		if ctx.Err() != nil {
+			b.Fatalf("the worker exited (its error is above): %v", err)
+		}
+		b.Fatal(err)
+	}
 	// The driver starts workflows as a worker and waits for them as a
 	// reader: two principals when auth is on.
 	var starters, readers []durablev1.DurableClient
@@ -148,7 +170,6 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 		defer reader.Close()
 		starters, readers = append(starters, starter.Service()), append(readers, reader.Service())
 	}
-	ctx := context.Background()
 
 	var ids []string
 	cpu := d.cpuClock(worker.Process.Pid)
@@ -168,7 +189,7 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 		c := starters[len(ids)%len(starters)]
 		ids = append(ids, id)
 		if _, err := c.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: id, WorkflowType: "FanOut", TaskQueue: taskQueue, Input: []byte(strconv.Itoa(n))}); err != nil {
-			b.Fatal(err)
+			fail(err)
 		}
 	}
 	for i, id := range ids {
@@ -176,7 +197,7 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 		for {
 			desc, err := r.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: id, WaitForClose: true})
 			if err != nil {
-				b.Fatal(err)
+				fail(err)
 			}
 			if st := desc.GetWorkflow().GetStatus(); st == durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED {
 				break

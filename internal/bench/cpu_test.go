@@ -17,29 +17,65 @@ type cpuClock struct{ workerPID int }
 // now returns the CPU time used so far; the worker's is zero where /proc is
 // not there to read it.
 func (c cpuClock) now() time.Duration {
-	var ru syscall.Rusage
-	var self time.Duration
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return self + procCPU(c.workerPID)
+	return selfCPU() + procCPU(c.workerPID)
 }
 
-// procCPU is utime+stime of pid from /proc/PID/stat, in the kernel's clock
-// ticks (USER_HZ, 100 a second on Linux).
+// selfCPU is the CPU time of this process.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is utime+stime of pid from /proc/PID/stat.
 func procCPU(pid int) time.Duration {
+	st, _ := readStat(pid)
+	return st.cpu
+}
+
+// procStat is what the benchmarks read from /proc/PID/stat.
+type procStat struct {
+	ppid     int
+	cpu      time.Duration // utime+stime
+	children time.Duration // cutime+cstime: of the children it has waited for
+}
+
+// readStat reads /proc/PID/stat; its times are in the kernel's clock ticks
+// (USER_HZ, 100 a second on Linux).
+func readStat(pid int) (procStat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0
+		return procStat{}, false
 	}
 	// The command name (field 2) may hold spaces; the fields after it
-	// start behind its closing parenthesis.
+	// start behind its closing parenthesis, with the state (field 3).
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0
+	if len(fields) < 15 {
+		return procStat{}, false
 	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * (time.Second / 100)
+	n := func(i int) int64 { v, _ := strconv.ParseInt(fields[i], 10, 64); return v }
+	tick := time.Second / 100
+	return procStat{
+		ppid:     int(n(1)),
+		cpu:      time.Duration(n(11)+n(12)) * tick,
+		children: time.Duration(n(13)+n(14)) * tick,
+	}, true
+}
+
+// procEntries lists the process ids in /proc.
+func procEntries() ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tinyllm/durable/client"
-	"github.com/tinyllm/durable/internal/testdaemon"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/worker"
 	"github.com/tinyllm/durable/workflow"
@@ -30,7 +29,9 @@ const (
 // worker and the driver are three processes. The variants differ in the
 // fan-out of each workflow; b.N is the activities of a run, as in
 // BenchmarkActivityThroughput, so activities/s compares with its figure
-// directly. cpu-µs/activity is the CPU time of all three processes.
+// directly. cpu-µs/activity is the CPU time of all three processes (and of
+// the PostgreSQL server with -bench.store=postgres, which runs one durabled
+// on a database of its own; daemon-cpu-µs and db-cpu-µs are their shares).
 //
 //	go test -run '^$' -bench SDKThroughput -benchtime 20000x -count 5 ./internal/bench
 func BenchmarkSDKThroughput(b *testing.B) {
@@ -40,9 +41,14 @@ func BenchmarkSDKThroughput(b *testing.B) {
 }
 
 func benchSDKThroughput(b *testing.B, fanOut int) {
-	d := testdaemon.Exec(b, b.TempDir())
-	workerPID := startSDKWorker(b, d.Addr)
-	c, err := client.New(d.Addr)
+	t := flagTarget(b)
+	if t.nodes > 1 {
+		b.Skipf("-bench.nodes=%d: the SDK benchmark's worker and driver connect to one node", t.nodes)
+	}
+	t.nodes = 1 // durabled in a process of its own, whatever the flag
+	d := startTarget(b, t, setup{})
+	workerPID := startSDKWorker(b, d.addr)
+	c, err := client.New(d.addr)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,9 +57,9 @@ func benchSDKThroughput(b *testing.B, fanOut int) {
 	waitForPollers(b, c.Service(), sdkQueue, durablev1.TaskKind_TASK_KIND_WORKFLOW, durablev1.TaskKind_TASK_KIND_ACTIVITY)
 
 	var runs []*client.Run
-	cpu := func() time.Duration { return cpuClock{workerPID: d.Pid()}.now() + procCPU(workerPID) }
+	cpu := d.cpuClock(workerPID)
 	b.ResetTimer()
-	start, cpuStart := time.Now(), cpu()
+	start, cpuStart := time.Now(), cpu.now()
 	for left := b.N; left > 0; left -= fanOut {
 		run, err := c.Start(ctx, "FanOut", min(left, fanOut), client.StartOptions{ID: fmt.Sprintf("sdk-%d", len(runs)), TaskQueue: sdkQueue})
 		if err != nil {
@@ -69,13 +75,12 @@ func benchSDKThroughput(b *testing.B, fanOut int) {
 		}
 		done += n
 	}
-	elapsed, cpuUsed := time.Since(start), cpu()-cpuStart
+	elapsed, cpuEnd := time.Since(start), cpu.now()
 	b.StopTimer()
 	if done != b.N {
 		b.Fatalf("the workflows ran %d activities, want %d", done, b.N)
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "activities/s")
-	b.ReportMetric(float64(cpuUsed.Microseconds())/float64(b.N), "cpu-µs/activity")
+	d.report(b, elapsed, cpuEnd.sub(cpuStart))
 }
 
 // startSDKWorker runs this test binary as the SDK worker of the daemon at

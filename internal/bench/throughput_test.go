@@ -1,8 +1,11 @@
 // Package bench measures durable end to end: a daemon (engine, on-disk Badger,
 // gRPC) in the test process and a worker in a process of its own that speaks
-// the raw protocol, so the figure is the engine's, not an SDK's.
+// the raw protocol, so the figure is the engine's, not an SDK's. The
+// throughput benchmarks also run on PostgreSQL and on several durabled
+// processes (-bench.store, -bench.nodes in store_test.go).
 //
 //	go test -run '^$' -bench ActivityThroughput -benchtime 20000x ./internal/bench
+//	go test -run '^$' -bench 'ActivityThroughput/(Succeed|FailOnce)$' -benchtime 20000x ./internal/bench -args -bench.store=postgres -bench.nodes=1
 //	go test -run '^$' -bench RedriveRate -benchtime 5x ./internal/bench
 package bench
 
@@ -19,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,10 +38,11 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/server"
 	badgerstore "github.com/tinyllm/durable/store/badger"
+	pgstore "github.com/tinyllm/durable/store/postgres"
 )
 
 const (
-	envWorker       = "DURABLE_BENCH_WORKER"    // the daemon's address: run as the worker
+	envWorker       = "DURABLE_BENCH_WORKER"    // the daemons' addresses, comma-separated: run as the worker
 	envFailOnce     = "DURABLE_BENCH_FAIL_ONCE" // "1": every first attempt fails
 	envCA           = "DURABLE_BENCH_TLS_CA"    // the CA file of a TLS daemon
 	envToken        = "DURABLE_BENCH_TOKEN"     // the worker's bearer token
@@ -74,6 +79,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	closeSharedDaemons()
+	stopBenchPostgres()
 	testdaemon.Cleanup()
 	os.Exit(code)
 }
@@ -97,60 +103,101 @@ type setup struct {
 	failOnce bool
 	secure   bool // TLS and bearer-token auth
 	metrics  bool
+	dsn      string                            // the PostgreSQL database to run on; Badger when empty
 	observer engine.Observer                   // hears the engine when metrics are off
 	jitter   func(time.Duration) time.Duration // replaces the retry jitter when set
 }
 
 func benchThroughput(b *testing.B, s setup) {
-	runThroughput(b, startDaemon(b, s), s, "bench")
+	t := flagTarget(b)
+	d := startTarget(b, t, s)
+	if b.N > 1 {
+		b.Logf("on %s", t)
+	}
+	runThroughput(b, d, s, "bench")
 }
 
 // runThroughput is one run of BenchmarkActivityThroughput on d, with
-// workflows named prefix-0, prefix-1, ….
+// workflows named prefix-0, prefix-1, …. With several nodes the worker's
+// pollers and the driver's workflows go to them round robin.
 func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 	worker := exec.Command(os.Args[0], "-test.run=^$")
-	worker.Env = append(os.Environ(), envWorker+"="+d.addr, envFailOnce+"="+map[bool]string{true: "1", false: "0"}[s.failOnce],
+	worker.Env = append(os.Environ(), envWorker+"="+strings.Join(d.nodeAddrs(), ","), envFailOnce+"="+map[bool]string{true: "1", false: "0"}[s.failOnce],
 		envCA+"="+d.caFile, envToken+"="+d.tokens["worker"])
 	worker.Stderr = os.Stderr
 	if err := worker.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() {
-		worker.Process.Kill()
+	// A worker that exits (a call it made failed) ends the run: the
+	// workflows would otherwise wait for it forever.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exited := make(chan struct{})
+	var stopping atomic.Bool
+	go func() {
 		worker.Wait()
+		close(exited)
+		if !stopping.Load() {
+			cancel()
+		}
+	}()
+	stopWorker := sync.OnceFunc(func() {
+		stopping.Store(true)
+		worker.Process.Kill()
+		<-exited
 	})
+	b.Cleanup(stopWorker)
+	fail := func(err error) {
+		b.Helper()
+		if ctx.Err() != nil {
+			b.Fatalf("the worker exited (its error is above): %v", err)
+		}
+		b.Fatal(err)
+	}
 	// The driver starts workflows as a worker and waits for them as a
 	// reader: two principals when auth is on.
-	starter, err := d.dial("worker")
-	if err != nil {
-		b.Fatal(err)
+	var starters, readers []durablev1.DurableClient
+	for _, addr := range d.nodeAddrs() {
+		starter, err := d.dialAt(addr, "worker")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer starter.Close()
+		reader, err := d.dialAt(addr, "reader")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer reader.Close()
+		starters, readers = append(starters, starter.Service()), append(readers, reader.Service())
 	}
-	defer starter.Close()
-	reader, err := d.dial("reader")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer reader.Close()
-	c, r := starter.Service(), reader.Service()
-	ctx := context.Background()
 
 	var ids []string
-	cpu := cpuClock{workerPID: worker.Process.Pid}
+	cpu := d.cpuClock(worker.Process.Pid)
+	var pgBefore pgCounters
+	var profile *pgProfile
+	if d.pg != nil {
+		pgBefore = d.pg.counters(b)
+		if *benchPGProfile {
+			profile = startPGProfile(b, d.pg)
+		}
+	}
 	b.ResetTimer()
 	start, cpuStart := time.Now(), cpu.now()
 	for left := b.N; left > 0; left -= perWorkflow {
 		n := min(left, perWorkflow)
 		id := fmt.Sprintf("%s-%d", prefix, len(ids))
+		c := starters[len(ids)%len(starters)]
 		ids = append(ids, id)
 		if _, err := c.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: id, WorkflowType: "FanOut", TaskQueue: taskQueue, Input: []byte(strconv.Itoa(n))}); err != nil {
-			b.Fatal(err)
+			fail(err)
 		}
 	}
-	for _, id := range ids {
+	for i, id := range ids {
+		r := readers[i%len(readers)]
 		for {
 			desc, err := r.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: id, WaitForClose: true})
 			if err != nil {
-				b.Fatal(err)
+				fail(err)
 			}
 			if st := desc.GetWorkflow().GetStatus(); st == durablev1.WorkflowStatus_WORKFLOW_STATUS_COMPLETED {
 				break
@@ -159,23 +206,100 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 			}
 		}
 	}
-	elapsed, cpuUsed := time.Since(start), cpu.now()-cpuStart
+	elapsed, cpuEnd := time.Since(start), cpu.now()
 	b.StopTimer()
+	d.report(b, elapsed, cpuEnd.sub(cpuStart))
+	if d.pg != nil {
+		if profile != nil {
+			profile.end(b)
+		}
+		// The backends' statistics are complete once their connections
+		// have closed.
+		stopWorker()
+		d.stop()
+		d.pg.counters(b).report(b, pgBefore, b.N)
+		if profile != nil && b.N > 1 {
+			profile.report(b, b.N)
+		}
+	}
+}
+
+// report reports the rate and CPU per activity of a run of b.N activities
+// that took elapsed and used.
+func (d *daemon) report(b *testing.B, elapsed time.Duration, used runCPU) {
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "activities/s")
-	b.ReportMetric(float64(cpuUsed.Microseconds())/float64(b.N), "cpu-µs/activity")
+	b.ReportMetric(per(used.total()), "cpu-µs/activity")
+	if d.pg != nil || len(d.pids) > 0 {
+		b.ReportMetric(per(used.daemon), "daemon-cpu-µs/activity")
+	}
+	if d.pg != nil {
+		b.ReportMetric(per(used.db), "db-cpu-µs/activity")
+	}
+}
+
+// runCPU is the CPU time of a run's processes so far, by role.
+type runCPU struct {
+	daemon time.Duration // the durabled processes, or this process when the daemon runs in it
+	client time.Duration // the worker, and this process's driver when the daemon runs elsewhere
+	db     time.Duration // the PostgreSQL server
+}
+
+func (c runCPU) total() time.Duration { return c.daemon + c.client + c.db }
+
+func (c runCPU) sub(o runCPU) runCPU {
+	return runCPU{daemon: c.daemon - o.daemon, client: c.client - o.client, db: c.db - o.db}
+}
+
+// runClock reads the runCPU of a run.
+type runClock struct {
+	d         *daemon
+	workerPID int
+}
+
+func (d *daemon) cpuClock(workerPID int) runClock { return runClock{d: d, workerPID: workerPID} }
+
+func (c runClock) now() runCPU {
+	r := runCPU{client: procCPU(c.workerPID), db: c.d.pg.cpu()}
+	if len(c.d.pids) == 0 {
+		r.daemon = selfCPU()
+	} else {
+		r.client += selfCPU()
+		for _, pid := range c.d.pids {
+			r.daemon += procCPU(pid)
+		}
+	}
+	return r
 }
 
 // daemon is the daemon of one benchmark run and what its clients need.
 type daemon struct {
-	eng    *engine.Engine // in this process, for what needs no RPC
+	eng    *engine.Engine // in this process, for what needs no RPC; nil for durabled processes
 	addr   string
+	addrs  []string          // every node's address when the daemon is durabled processes
+	pids   []int             // the durabled processes
 	caFile string            // set when it serves TLS
 	tokens map[string]string // role → bearer token, when auth is on
+	pg     *pgDatabase       // the database, on PostgreSQL
+	stop   func()            // stops the daemon (idempotent), for runs that read the database after
+}
+
+// nodeAddrs lists the address of every node, one for a daemon of one.
+func (d *daemon) nodeAddrs() []string {
+	if len(d.addrs) == 0 {
+		return []string{d.addr}
+	}
+	return d.addrs
 }
 
 // dial connects as the principal of role.
 func (d *daemon) dial(role string) (*client.Client, error) {
-	return client.New(d.addr, d.options(role)...)
+	return d.dialAt(d.addr, role)
+}
+
+// dialAt connects to the node at addr as the principal of role.
+func (d *daemon) dialAt(addr, role string) (*client.Client, error) {
+	return client.New(addr, d.options(role)...)
 }
 
 func (d *daemon) options(role string) []client.Option {
@@ -202,7 +326,13 @@ func startDaemon(b *testing.B, s setup) *daemon {
 // rather than by the end of a benchmark, for a state that several runs
 // share. tb is used only while it starts.
 func openDaemon(tb testing.TB, dir string, s setup) (*daemon, func()) {
-	st, err := badgerstore.Open(dir, badgerstore.Options{})
+	var st engine.Store
+	var err error
+	if s.dsn != "" {
+		st, err = pgstore.Open(s.dsn, pgstore.Options{})
+	} else {
+		st, err = badgerstore.Open(dir, badgerstore.Options{})
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -259,21 +389,28 @@ func openDaemon(tb testing.TB, dir string, s setup) (*daemon, func()) {
 // runWorker is the worker process: activity pollers that complete (or fail
 // once) each task, and workflow pollers that fan out as many activities as
 // the workflow's input says, each with input bytes of random input, and
-// complete the workflow when all of them have completed.
-func runWorker(addr string, failOnce bool, caFile, token string, input int) error {
-	d := &daemon{addr: addr, caFile: caFile, tokens: map[string]string{"worker": token}}
-	cl, err := d.dial("worker")
-	if err != nil {
-		return err
+// complete the workflow when all of them have completed. addrs lists the
+// daemon's nodes, comma-separated; the pollers go to them round robin, each
+// kind starting with the first.
+func runWorker(addrs string, failOnce bool, caFile, token string, input int) error {
+	d := &daemon{addrs: strings.Split(addrs, ","), caFile: caFile, tokens: map[string]string{"worker": token}}
+	var nodes []durablev1.DurableClient
+	for _, addr := range d.addrs {
+		cl, err := d.dialAt(addr, "worker")
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, cl.Service())
 	}
-	c := cl.Service()
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, concurrency+workflowPollers)
-	for range concurrency / pollBatch {
+	for i := range concurrency / pollBatch {
+		c := nodes[i%len(nodes)]
 		wg.Go(func() { errs <- activityLoop(ctx, c, failOnce) })
 	}
-	for range workflowPollers {
+	for i := range workflowPollers {
+		c := nodes[i%len(nodes)]
 		wg.Go(func() { errs <- workflowLoop(ctx, c, input) })
 	}
 	return <-errs

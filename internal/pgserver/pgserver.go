@@ -88,6 +88,10 @@ type Options struct {
 	Binaries Binaries
 	// MaxConnections is the server's max_connections; default 200.
 	MaxConnections int
+	// Settings are name=value settings passed to postgres with -c after
+	// the package's own, so they override them
+	// (shared_preload_libraries=pg_stat_statements, say).
+	Settings []string
 }
 
 // Server is a running throwaway PostgreSQL.
@@ -99,6 +103,7 @@ type Server struct {
 	user     string // the database superuser: the OS user postgres runs as
 	program  string // the postgres binary
 	maxConns int
+	settings []string
 	cred     *syscall.Credential
 	log      *syncBuffer
 	once     sync.Once
@@ -158,7 +163,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{dir: dir, data: filepath.Join(dir, "data"), sockDir: filepath.Join(dir, "sock"), user: who.name,
-		program: b.Postgres, maxConns: opts.MaxConnections, cred: who.cred, log: &syncBuffer{}}
+		program: b.Postgres, maxConns: opts.MaxConnections, settings: opts.Settings, cred: who.cred, log: &syncBuffer{}}
 	fail := func(err error) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
@@ -200,6 +205,9 @@ func (s *Server) run() error {
 		"-c", "shared_buffers=32MB",
 		"-c", "log_min_messages=warning",
 	)
+	for _, kv := range s.settings {
+		cmd.Args = append(cmd.Args, "-c", kv)
+	}
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.SysProcAttr = sysProcAttr(s.cred)
@@ -263,6 +271,18 @@ func (s *Server) Stop() {
 		}
 		os.RemoveAll(s.dir)
 	})
+}
+
+// Pid returns the process id of the running postmaster, 0 when none runs.
+// The backends are its children (each in a session of its own).
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil || s.waitExit(0) {
+		return 0
+	}
+	return cmd.Process.Pid
 }
 
 // Exited reports whether the server's current process has exited (true

@@ -37,9 +37,10 @@ func missingMessage(err error) string {
 	return "testpg: " + err.Error()
 }
 
-// start runs initdb in a new temporary directory and starts postgres on it.
-func start(b pgserver.Binaries) (*Server, error) {
-	srv, err := pgserver.Start(pgserver.Options{Binaries: b})
+// start runs initdb in a new temporary directory and starts postgres on it
+// with the extra settings (name=value).
+func start(b pgserver.Binaries, extra ...string) (*Server, error) {
+	srv, err := pgserver.Start(pgserver.Options{Binaries: b, Settings: extra})
 	if err != nil {
 		return nil, err
 	}
@@ -65,8 +66,14 @@ func (s *Server) Restart(t testing.TB) {
 	}
 }
 
-// stop shuts the server down and removes its directory.
-func (s *Server) stop() { s.srv.Stop() }
+// Stop shuts the server down and removes its directory. Only the first
+// call does anything.
+func (s *Server) Stop() { s.srv.Stop() }
+
+// Pid returns the process id of the running postmaster, 0 when none runs:
+// its backends and background workers are its children, for a benchmark
+// that reads their CPU time from /proc.
+func (s *Server) Pid() int { return s.srv.Pid() }
 
 // Logs returns what the server wrote so far.
 func (s *Server) Logs() string { return s.srv.Logs() }

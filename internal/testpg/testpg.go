@@ -64,7 +64,7 @@ func Cleanup() {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if shared != nil {
-		shared.stop()
+		shared.Stop()
 		shared = nil
 	}
 	sharedErr = nil
@@ -73,11 +73,24 @@ func Cleanup() {
 // New starts a server of the test's own, stopped and removed when t ends.
 func New(t testing.TB) *Server {
 	t.Helper()
-	s, err := start(binaries(t))
+	s := Start(t)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Start starts a server that runs until Stop, for a test binary that keeps
+// one server of its own across tests, such as a benchmark that wants
+// statistics Database's shared server does not collect. settings are
+// passed to postgres as -c name=value after the package's own, so they
+// override them (shared_preload_libraries=pg_stat_statements, say). tb is
+// used only while the server starts: a failure to start fails it, missing
+// binaries skip it.
+func Start(tb testing.TB, settings ...string) *Server {
+	tb.Helper()
+	s, err := start(binaries(tb), settings...)
 	if err != nil {
-		t.Fatalf("testpg: %v", err)
+		tb.Fatalf("testpg: %v", err)
 	}
-	t.Cleanup(s.stop)
 	return s
 }
 

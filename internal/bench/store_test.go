@@ -1,0 +1,234 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tinyllm/durable/internal/testdaemon"
+	"github.com/tinyllm/durable/internal/testpg"
+)
+
+// The stores and node counts the throughput benchmarks run on. Without
+// flags they run as they always have: one engine on an on-disk Badger store
+// inside the test binary.
+var (
+	benchStore = flag.String("bench.store", storeBadger,
+		"store of the throughput benchmarks' daemon: badger (on disk, fsync on) or postgres (a throwaway PostgreSQL server, fsync on, a database per benchmark)")
+	benchNodes = flag.Int("bench.nodes", 0,
+		"0: the daemon runs inside the test binary; N ≥ 1: N durabled processes on the store (more than one needs postgres and a durabled with --node), the worker's pollers and the driver's workflows spread over them round robin")
+	benchPGProfile = flag.Bool("bench.pgprofile", false,
+		"with -bench.store=postgres: load pg_stat_statements, time WAL writes and syncs, sample the backends' wait events every 5ms, and log statements, waits and WAL per activity")
+)
+
+const (
+	storeBadger   = "badger"
+	storePostgres = "postgres"
+)
+
+// target is where the flags say a throughput benchmark runs.
+type target struct {
+	store string
+	nodes int // 0: in the test binary
+}
+
+// flagTarget reads and checks the flags.
+func flagTarget(b *testing.B) target {
+	t := target{store: *benchStore, nodes: *benchNodes}
+	if err := t.check(*benchPGProfile, func() bool { return durabledHasNodeFlag(b) }); err != nil {
+		b.Fatal(err)
+	}
+	return t
+}
+
+// check says what is wrong with t, if anything; hasNodeFlag reports
+// whether durabled can run as one of several nodes (asked only when t has
+// several).
+func (t target) check(pgProfile bool, hasNodeFlag func() bool) error {
+	switch {
+	case t.store != storeBadger && t.store != storePostgres:
+		return fmt.Errorf("-bench.store=%q: want %s or %s", t.store, storeBadger, storePostgres)
+	case t.nodes < 0:
+		return fmt.Errorf("-bench.nodes=%d: want 0 (the daemon in the test binary) or a number of durabled processes", t.nodes)
+	case t.nodes > 1 && t.store == storeBadger:
+		return fmt.Errorf("-bench.nodes=%d with -bench.store=badger: a Badger data directory belongs to one process; several nodes need -bench.store=postgres", t.nodes)
+	case t.nodes > 1 && !hasNodeFlag():
+		return fmt.Errorf("-bench.nodes=%d: this durabled has no --node flag, so it serves a database alone (a second node is refused); "+
+			"several nodes need the version that shares queues, timers and polls through the database", t.nodes)
+	case pgProfile && t.store != storePostgres:
+		return errors.New("-bench.pgprofile needs -bench.store=postgres")
+	}
+	return nil
+}
+
+// String names the target in logs.
+func (t target) String() string {
+	if t.nodes == 0 {
+		return t.store + ", in the test binary"
+	}
+	return fmt.Sprintf("%s, %d durabled", t.store, t.nodes)
+}
+
+var (
+	nodeFlagOnce sync.Once
+	nodeFlag     bool
+)
+
+// durabledHasNodeFlag reports whether the durabled of this checkout names
+// its node with --node, the flag of the version that runs several nodes on
+// one database.
+func durabledHasNodeFlag(b *testing.B) bool {
+	nodeFlagOnce.Do(func() {
+		out, _ := exec.Command(testdaemon.Binary(b), "--help").CombinedOutput()
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && (f[0] == "-node" || f[0] == "--node") {
+				nodeFlag = true
+			}
+		}
+	})
+	return nodeFlag
+}
+
+// The PostgreSQL server of the test binary, started on first use and
+// stopped by TestMain. It is the benchmarks' own rather than testpg's
+// shared one so that -bench.pgprofile can start it with the statistics
+// it reads.
+var (
+	pgMu     sync.Mutex
+	pgServer *testpg.Server
+)
+
+func benchPostgres(b *testing.B) *testpg.Server {
+	pgMu.Lock()
+	defer pgMu.Unlock()
+	if pgServer == nil {
+		var settings []string
+		if *benchPGProfile {
+			settings = []string{"shared_preload_libraries=pg_stat_statements", "track_wal_io_timing=on", "pg_stat_statements.track_utility=on"}
+		}
+		pgServer = testpg.Start(b, settings...)
+	}
+	return pgServer
+}
+
+func stopBenchPostgres() {
+	pgMu.Lock()
+	defer pgMu.Unlock()
+	if pgServer != nil {
+		pgServer.Stop()
+		pgServer = nil
+	}
+}
+
+// startTarget starts the daemon (or the nodes) of a throughput benchmark,
+// stopped when b ends.
+func startTarget(b *testing.B, t target, s setup) *daemon {
+	if t.nodes > 0 && (s.secure || s.metrics) {
+		b.Skip("TLS, auth and metrics variants run with the daemon in the test binary only (-bench.nodes=0)")
+	}
+	var pg *pgDatabase
+	if t.store == storePostgres {
+		srv := benchPostgres(b)
+		pg = &pgDatabase{server: srv, dsn: srv.CreateDatabase(b)}
+		s.dsn = pg.dsn
+	}
+	if t.nodes == 0 {
+		d, stop := openDaemon(b, b.TempDir(), s)
+		d.pg, d.stop = pg, sync.OnceFunc(stop)
+		b.Cleanup(d.stop)
+		return d
+	}
+	d := &daemon{pg: pg, tokens: map[string]string{}}
+	var procs []*testdaemon.Process
+	for i := range t.nodes {
+		var p *testdaemon.Process
+		switch t.store {
+		case storeBadger:
+			p = testdaemon.Exec(b, b.TempDir())
+		case storePostgres:
+			args := []string{"--store", "postgres", "--postgres-dsn", pg.dsn}
+			if t.nodes > 1 {
+				args = append(args, "--node", fmt.Sprintf("bench-%d", i+1))
+			}
+			p = testdaemon.Exec(b, "", args...)
+		}
+		procs = append(procs, p)
+		d.addrs = append(d.addrs, p.Addr)
+		d.pids = append(d.pids, p.Pid())
+	}
+	d.addr = d.addrs[0]
+	d.stop = sync.OnceFunc(func() {
+		for _, p := range procs {
+			p.Kill()
+		}
+	})
+	return d
+}
+
+// pgDatabase is the PostgreSQL database of one benchmark.
+type pgDatabase struct {
+	server *testpg.Server
+	dsn    string
+}
+
+// dbName is the database's name, from its DSN.
+func (p *pgDatabase) dbName() string {
+	for _, f := range strings.Fields(p.dsn) {
+		if v, ok := strings.CutPrefix(f, "dbname="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// cpu is the CPU time the server's processes have used so far: the
+// postmaster and its children (backends, background workers), read from
+// /proc, plus the postmaster's cutime and cstime, which hold the CPU of the
+// children it has reaped (backends of connections that closed, autovacuum
+// workers). Zero without /proc.
+func (p *pgDatabase) cpu() time.Duration {
+	if p == nil {
+		return 0
+	}
+	return treeCPU(p.server.Pid())
+}
+
+// treeCPU is the CPU time of process pid, of its children, and of the
+// children it has reaped. PostgreSQL's backends are all children of the
+// postmaster, each in a session of its own (they call setsid), so the
+// parent is what ties them together, not the process group.
+func treeCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	leader, ok := readStat(pid)
+	if !ok {
+		return 0
+	}
+	total := leader.cpu + leader.children
+	for _, child := range childPids(pid) {
+		if st, ok := readStat(child); ok {
+			total += st.cpu + st.children
+		}
+	}
+	return total
+}
+
+// childPids lists the processes whose parent is pid.
+func childPids(pid int) []int {
+	ents, _ := procEntries()
+	var pids []int
+	for _, p := range ents {
+		if st, ok := readStat(p); ok && st.ppid == pid {
+			pids = append(pids, p)
+		}
+	}
+	slices.Sort(pids)
+	return pids
+}

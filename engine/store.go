@@ -25,6 +25,17 @@ type Store interface {
 	Close() error
 }
 
+// LongViewStore is a Store whose read views cost something scarce for as
+// long as they are open, a connection each: LongViews is how many may stay
+// open at once while their readers wait (a Watch's snapshot streaming to a
+// slow client). A Watch waits for one of them before it fixes its view. A
+// store that does not implement it bounds them only by
+// Options.MaxWatchers.
+type LongViewStore interface {
+	Store
+	LongViews() int
+}
+
 // Tx is one transaction. Getters return ErrNotFound for a missing record.
 // Records passed to Put are owned by the store until the transaction ends;
 // callers must not change them afterwards.

@@ -15,7 +15,7 @@ import (
 // snapshotItems is what a Watch's snapshot may hold read ahead of what it
 // sent: the chunk being read, the one handed over and the one being sent
 // (500 items each), and a page of the store's scan.
-const snapshotItems = 3*500 + 256
+const snapshotItems = 3*500 + 1024
 
 // countingStore counts the activity records its views' ScanActivities
 // passed on.

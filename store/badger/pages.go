@@ -8,7 +8,7 @@ import (
 
 // scanPage is how many entries a scan whose callback may wait reads under
 // one iterator (see pages).
-const scanPage = 128
+const scanPage = 1024
 
 // pageScan says what pages walks: the entries under prefix from seek on
 // (from the prefix, for nil), backwards with reverse; values says whether

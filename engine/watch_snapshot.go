@@ -106,14 +106,38 @@ func (r *snapshotReader) release() {
 	}
 }
 
+// snapshotYield is how long a reader waits for its client with its token
+// before it lets the token go: a client that keeps up, but whose sender
+// was not scheduled at once on a busy machine, keeps it; one slower than
+// that lets another watcher read meanwhile. Were the token let go at every
+// wait, each reader would hand it on at every chunk and the snapshots
+// opened together would all be read at once, taking the CPU the commits
+// need (TestWatchSnapshotDoesNotBlockCommits).
+const snapshotYield = 100 * time.Millisecond
+
 // emit hands a chunk to the Watch. While the client keeps up, the reader
-// keeps its token and reads on; when it has to wait for the client, it
-// waits without the token and takes one again to read on.
+// keeps its token and reads on; when it has to wait for the client longer
+// than snapshotYield, it waits without the token and takes one again to
+// read on.
 func (r *snapshotReader) emit(ev *durablev1.WatchEvent) error {
 	select {
 	case r.out <- ev:
 		return nil
 	default:
+	}
+	// Real time, not the engine's clock: this is about the CPU.
+	yield := time.NewTimer(snapshotYield)
+	defer yield.Stop()
+	select {
+	case r.out <- ev:
+		return nil
+	case <-yield.C:
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	case <-r.stop:
+		return errSnapshotStopped
+	case <-r.e.closeCh:
+		return ErrClosed
 	}
 	r.release()
 	select {

@@ -22,9 +22,10 @@ import "time"
 // Every transition is fenced as it is on any store: it reads the record
 // inside its transaction and applies only if the record is still in the
 // state the transition is for (a queue entry's seq, a timer's due time and
-// kind), and a shared store's transactions are serializable, so of two nodes
-// acting on one lease or one timer one commits and the other, run again,
-// finds the record moved on and does nothing.
+// kind), and a shared store aborts the later of two transactions that
+// write one record and runs it again (store/postgres: repeatable read), so
+// of two nodes acting on one lease or one timer one commits and the other,
+// run again, finds the record moved on and does nothing.
 
 // SharedStore is a Store that several nodes use at once.
 type SharedStore interface {

@@ -14,7 +14,19 @@
 // returns, in the same order, so the engine's contract does not depend on
 // the store: store/storetest checks both.
 //
-// Update runs serializable transactions and runs fn again when PostgreSQL
-// aborts one for a conflict; a commit is durable when it returns, so Sync
+// Update runs repeatable-read transactions and runs fn again when
+// PostgreSQL aborts one for a conflict (see Update for why that isolation
+// fences every transition); a commit is durable when it returns, so Sync
 // has nothing left to do.
+//
+// Any number of nodes (durabled processes) may share a database: the Store
+// is an engine.SharedStore. Each opens it under a name of its own,
+// registered in the nodes table and kept alive by a heartbeat (AliveWithin).
+// No row is written by every transaction of every node: the activity
+// counts are rows per node and slot, summed when read, and the hourly
+// latency records rows per node, merged when read (latency.go); ids come
+// from a sequence in blocks (ReserveIDs). Queue entries and timers are
+// claimed with FOR UPDATE SKIP LOCKED (shared.go). Notices travel by
+// LISTEN/NOTIFY on one channel (notice.go for the encoding, listen.go for
+// the listener).
 package postgres

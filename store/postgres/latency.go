@@ -43,20 +43,61 @@ func (t *tx) ListLatency() ([]*durablev1.LatencyRecord, error) {
 	return records(t, newLatency, "list latency", "SELECT record FROM latency ORDER BY activity_type")
 }
 
+// An hour of latency statistics is kept as one part per node (the attempts
+// counted through it), and a read merges the parts: two nodes counting the
+// same type in the same hour never write the same row, which would make
+// one of the two transactions run again. The engine adds to an hour by
+// reading it, adding and writing it back; so GetLatencyHour in a
+// transaction that writes returns this node's part, and PutLatencyHour
+// replaces it. Everywhere else (GetLatencyHour in View, LatencyHours,
+// LatencyHoursBefore) the parts are merged, and DeleteLatencyHour deletes
+// them all.
+
 func (t *tx) GetLatencyHour(activityType string, hour time.Time) (*durablev1.LatencyRecord, error) {
 	if err := checkPart("activity_type", activityType); err != nil {
 		return nil, err
 	}
-	l := new(durablev1.LatencyRecord)
-	err := t.get(l, fmt.Sprintf("latency of %q in the hour of %s", activityType, hour.UTC().Format(time.RFC3339)),
-		"SELECT record FROM latency_hours WHERE length(activity_type) = length($1::bytea) AND activity_type = $1 AND hour = $2",
+	what := fmt.Sprintf("latency of %q in the hour of %s", activityType, hour.UTC().Format(time.RFC3339))
+	if !t.readOnly {
+		l := new(durablev1.LatencyRecord)
+		err := t.get(l, what, `SELECT record FROM latency_hours
+			WHERE length(activity_type) = length($1::bytea) AND activity_type = $1 AND hour = $2 AND node = $3`,
+			b(activityType), nanos(hour), t.s.node)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	parts, err := records(t, newLatency, what, `SELECT record FROM latency_hours
+		WHERE length(activity_type) = length($1::bytea) AND activity_type = $1 AND hour = $2 ORDER BY node`,
 		b(activityType), nanos(hour))
 	if err != nil {
 		return nil, err
 	}
-	return l, nil
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("%s: %w", what, engine.ErrNotFound)
+	}
+	for _, p := range parts[1:] {
+		mergeLatency(parts[0], p)
+	}
+	return parts[0], nil
 }
 
+// mergeLatency adds the counts of src to dst, as the engine merges two
+// records of one type.
+func mergeLatency(dst, src *durablev1.LatencyRecord) {
+	if n := len(src.GetBuckets()); len(dst.Buckets) < n {
+		dst.Buckets = append(dst.Buckets, make([]int64, n-len(dst.Buckets))...)
+	}
+	for i, n := range src.GetBuckets() {
+		dst.Buckets[i] += n
+	}
+	dst.Attempts += src.GetAttempts()
+	dst.Failures += src.GetFailures()
+	dst.MaxNs = max(dst.MaxNs, src.GetMaxNs())
+}
+
+// PutLatencyHour writes this node's part of the hour.
 func (t *tx) PutLatencyHour(l *durablev1.LatencyRecord) error {
 	if err := checkPart("activity_type", l.GetActivityType()); err != nil {
 		return err
@@ -69,67 +110,109 @@ func (t *tx) PutLatencyHour(l *durablev1.LatencyRecord) error {
 		return err
 	}
 	hour := l.GetHour().AsTime()
-	_, err = t.q.Exec(t.ctx, `INSERT INTO latency_hours (activity_type, hour, record) VALUES ($1, $2, $3)
-		ON CONFLICT (length(activity_type), activity_type, hour) DO UPDATE SET record = excluded.record`,
-		b(l.GetActivityType()), nanos(hour), v)
+	_, err = t.q.Exec(t.ctx, `INSERT INTO latency_hours (activity_type, hour, node, record) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (length(activity_type), activity_type, hour, node) DO UPDATE SET record = excluded.record`,
+		b(l.GetActivityType()), nanos(hour), t.s.node, v)
 	if err != nil {
 		return fmt.Errorf("put latency of %q in the hour of %s: %w", l.GetActivityType(), hour.UTC().Format(time.RFC3339), err)
 	}
 	return nil
 }
 
-const latencyHourOrder = "length(activity_type), activity_type, hour"
+const latencyHourOrder = "length(activity_type), activity_type, hour, node"
 
-// latencyRow is an hour of latency statistics with its key.
+// latencyRow is one node's part of an hour of latency statistics, with its
+// key.
 type latencyRow struct {
 	activityType []byte
 	hour         int64
+	node         string
 	l            *durablev1.LatencyRecord
 }
 
-// scanLatency reads (activity_type, hour, record).
+// scanLatency reads (activity_type, hour, node, record).
 func scanLatency(cr pgx.CollectableRow) (latencyRow, error) {
 	var x latencyRow
 	var v []byte
-	if err := cr.Scan(&x.activityType, &x.hour, &v); err != nil {
+	if err := cr.Scan(&x.activityType, &x.hour, &x.node, &v); err != nil {
 		return x, err
 	}
 	x.l = new(durablev1.LatencyRecord)
 	return x, unmarshal("latency hour", v, x.l)
 }
 
+// hourMerger merges the consecutive parts of each hour of a list ordered
+// by latencyHourOrder and hands each merged hour to fn.
+type hourMerger struct {
+	fn   func(*durablev1.LatencyRecord) bool
+	cur  *latencyRow
+	stop bool // fn returned false
+}
+
+// add takes the next part; it reports whether fn wants more.
+func (m *hourMerger) add(x latencyRow) bool {
+	if m.cur != nil && string(m.cur.activityType) == string(x.activityType) && m.cur.hour == x.hour {
+		mergeLatency(m.cur.l, x.l)
+		return true
+	}
+	if !m.flush() {
+		return false
+	}
+	m.cur = &x
+	return true
+}
+
+// flush hands the hour being merged to fn.
+func (m *hourMerger) flush() bool {
+	if m.cur != nil && !m.stop {
+		m.stop = !m.fn(m.cur.l)
+	}
+	m.cur = nil
+	return !m.stop
+}
+
 func (t *tx) LatencyHours(since time.Time, fn func(*durablev1.LatencyRecord) bool) error {
-	_, _, err := walk(t.pageSize, nil, func(last *latencyRow) ([]latencyRow, error) {
+	m := &hourMerger{fn: fn}
+	_, more, err := walk(t.pageSize, nil, func(last *latencyRow) ([]latencyRow, error) {
 		if last == nil {
-			return collect(t, scanLatency, "SELECT activity_type, hour, record FROM latency_hours WHERE hour >= $2 ORDER BY "+latencyHourOrder+" LIMIT $1",
+			return collect(t, scanLatency, "SELECT activity_type, hour, node, record FROM latency_hours WHERE hour >= $2 ORDER BY "+latencyHourOrder+" LIMIT $1",
 				t.pageSize, nanos(since))
 		}
-		return collect(t, scanLatency, `SELECT activity_type, hour, record FROM latency_hours WHERE hour >= $2
-			AND (length(activity_type), activity_type, hour) > (length($3::bytea), $3, $4) ORDER BY `+latencyHourOrder+" LIMIT $1",
-			t.pageSize, nanos(since), last.activityType, last.hour)
-	}, func(x latencyRow) bool { return fn(x.l) })
+		return collect(t, scanLatency, `SELECT activity_type, hour, node, record FROM latency_hours WHERE hour >= $2
+			AND (length(activity_type), activity_type, hour, node) > (length($3::bytea), $3, $4, $5) ORDER BY `+latencyHourOrder+" LIMIT $1",
+			t.pageSize, nanos(since), last.activityType, last.hour, last.node)
+	}, m.add)
 	if err != nil {
 		return fmt.Errorf("latency hours: %w", err)
+	}
+	if more {
+		m.flush()
 	}
 	return nil
 }
 
+// LatencyHoursBefore returns up to limit hours, each its parts merged.
 func (t *tx) LatencyHoursBefore(before time.Time, limit int) ([]*durablev1.LatencyRecord, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := collect(t, scanLatency, "SELECT activity_type, hour, record FROM latency_hours WHERE hour < $1 ORDER BY "+latencyHourOrder+" LIMIT $2",
-		nanos(before), limit)
+	rows, err := collect(t, scanLatency, `WITH hours AS (SELECT activity_type, hour FROM latency_hours WHERE hour < $1
+			GROUP BY activity_type, hour ORDER BY length(activity_type), activity_type, hour LIMIT $2)
+		SELECT activity_type, hour, node, record FROM latency_hours JOIN hours USING (activity_type, hour)
+		ORDER BY `+latencyHourOrder, nanos(before), limit)
 	if err != nil {
 		return nil, fmt.Errorf("latency hours: %w", err)
 	}
-	out := make([]*durablev1.LatencyRecord, len(rows))
-	for i, x := range rows {
-		out[i] = x.l
+	var out []*durablev1.LatencyRecord
+	m := &hourMerger{fn: func(l *durablev1.LatencyRecord) bool { out = append(out, l); return true }}
+	for _, x := range rows {
+		m.add(x)
 	}
+	m.flush()
 	return out, nil
 }
 
+// DeleteLatencyHour deletes every node's part of the hour.
 func (t *tx) DeleteLatencyHour(activityType string, hour time.Time) error {
 	if err := checkPart("activity_type", activityType); err != nil {
 		return err

@@ -68,6 +68,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
+	return migrateTo(ctx, pool, ms)
+}
+
+// migrateTo applies the versions of ms the database lacks (ms[:n] is
+// version n: the tests bring a database to an older version with it).
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, ms []migration) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tinyllm/durable/engine"
 	"github.com/tinyllm/durable/internal/testpg"
@@ -303,5 +305,48 @@ func TestStore_LosesNothingAcknowledgedWhenTheDatabaseCrashes(t *testing.T) {
 			t.Fatalf("the store open through the crash still fails 30s after the restart: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestStore_UpdateJudgesAnAttemptByItsFirstFailure: a statement that fails
+// aborts the transaction, and the statements after it fail only with
+// "transaction is aborted" (25P02). When fn goes on past the first failure,
+// Update must still see that failure: run the transaction again for a
+// serialization failure, report the failure itself otherwise.
+func TestStore_UpdateJudgesAnAttemptByItsFirstFailure(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		code      string // SQLSTATE of the failure fn swallows on its first run
+		wantCalls int
+		wantCode  string // of the error Update returns; "" for none
+	}{
+		{"SerializationFailureRunsAgain", "40001", 2, ""},
+		{"OtherFailureIsReported", "22012", 1, "22012"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t, testpg.Database(t))
+			calls := 0
+			err := s.Update(func(etx engine.Tx) error {
+				calls++
+				if calls == 1 {
+					raise := fmt.Sprintf("DO $$ BEGIN RAISE EXCEPTION 'spoiled' USING ERRCODE = '%s'; END $$", tt.code)
+					_, _ = etx.(*tx).q.Exec(context.Background(), raise) // swallowed, as a history append's is
+				}
+				return etx.SetCounter(7)
+			})
+			var pe *pgconn.PgError
+			switch {
+			case tt.wantCode == "" && err != nil:
+				t.Fatalf("Update = %v, want it to succeed on a second run", err)
+			case tt.wantCode != "" && (!errors.As(err, &pe) || pe.Code != tt.wantCode):
+				t.Fatalf("Update = %v, want the swallowed failure %s", err, tt.wantCode)
+			}
+			if calls != tt.wantCalls {
+				t.Errorf("fn ran %d times, want %d", calls, tt.wantCalls)
+			}
+		})
 	}
 }

@@ -54,12 +54,17 @@ func collect[R any](t *tx, scan pgx.RowToFunc[R], sql string, args ...any) ([]R,
 // round trip.
 type tx struct {
 	ctx      context.Context
-	q        pgx.Tx
+	q        querier
 	readOnly bool
 	pageSize int // rows a list reads per query
+	s        *Store
+	slot     int16 // the rows of the activity counts this transaction writes
 	// counts holds the moves of the activity counts not yet written, by
 	// queue and state, written once when the transaction ends (flushCounts).
 	counts map[countRef]int64
+	// payloads are the notifications Notify encoded, sent by finish.
+	payloads []string
+	notices  int // how many notices Notify took
 }
 
 var _ engine.Tx = (*tx)(nil)
@@ -392,13 +397,13 @@ func (t *tx) DeleteTimer(workflowID, timerID string) error {
 	return t.send(fmt.Sprintf("delete timer %s/%s", workflowID, timerID), batch)
 }
 
-// Counter returns the engine's id sequence; a new store starts at 0.
+// Counter returns the engine's id sequence; a new store starts at 0. The
+// ids ReserveIDs handed out count too, so that an engine that keeps its ids
+// with Counter and SetCounter never reuses one a shared runtime took.
 func (t *tx) Counter() (int64, error) {
 	var n int64
-	err := t.q.QueryRow(t.ctx, "SELECT n FROM counter").Scan(&n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
+	err := t.q.QueryRow(t.ctx, `SELECT greatest(coalesce((SELECT n FROM counter), 0),
+		(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM ids))`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("counter: %w", err)
 	}

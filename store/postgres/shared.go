@@ -1,0 +1,110 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tinyllm/durable/engine"
+)
+
+// The claims lock the rows they return (FOR UPDATE) and pass over rows
+// another transaction has locked (SKIP LOCKED), so that nodes claiming from
+// one queue at once are handed different entries instead of waiting for
+// one another. The queue_order and timers_order indexes give the order, so
+// a claim reads only the rows it returns and those it skips: the limit
+// applies after the locking.
+
+// The statements of the claims and of the next due times (the tests read
+// their plans).
+const (
+	claimQueuedSQL = `SELECT kind, task_queue, due, seq, workflow_id, activity_id FROM queue
+		WHERE kind = $1 AND length(task_queue) = length($2::bytea) AND task_queue = $2 AND due <= $3
+		ORDER BY ` + queueOrder + ` LIMIT $4 FOR UPDATE SKIP LOCKED`
+	nextQueuedSQL = `SELECT due FROM queue
+		WHERE kind = $1 AND length(task_queue) = length($2::bytea) AND task_queue = $2 AND due > $3
+		ORDER BY due LIMIT 1`
+	claimTimersSQL = "SELECT due, kind, workflow_id, id FROM timers WHERE due <= $1 ORDER BY " + timerOrder + " LIMIT $2 FOR UPDATE SKIP LOCKED"
+	nextTimerSQL   = "SELECT due FROM timers WHERE due > $1 ORDER BY due LIMIT 1"
+)
+
+func (t *tx) ClaimQueued(kind engine.TaskKind, queue string, now time.Time, limit int) ([]engine.QueueEntry, error) {
+	if err := checkPart("task_queue", queue); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	es, err := collect(t, scanQueueEntry, claimQueuedSQL, int16(kind), b(queue), nanos(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim from queue %q: %w", queue, err)
+	}
+	return es, nil
+}
+
+func (t *tx) NextQueued(kind engine.TaskKind, queue string, now time.Time) (time.Time, bool, error) {
+	if err := checkPart("task_queue", queue); err != nil {
+		return time.Time{}, false, err
+	}
+	return t.next(fmt.Sprintf("next in queue %q", queue), nextQueuedSQL, int16(kind), b(queue), nanos(now))
+}
+
+func (t *tx) ClaimTimers(now time.Time, limit int) ([]engine.Timer, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	ts, err := collect(t, scanTimer, claimTimersSQL, nanos(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim timers: %w", err)
+	}
+	return ts, nil
+}
+
+func (t *tx) NextTimer(now time.Time) (time.Time, bool, error) {
+	return t.next("next timer", nextTimerSQL, nanos(now))
+}
+
+// next reads one due time; no row is ok false.
+func (t *tx) next(what, sql string, args ...any) (time.Time, bool, error) {
+	var due int64
+	err := t.q.QueryRow(t.ctx, sql, args...).Scan(&due)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("%s: %w", what, err)
+	}
+	return fromNanos(due), true, nil
+}
+
+// ReserveIDs takes n ids from the database's sequence (reserve_ids in
+// migration 0003), outside the transaction: a transaction run again, or
+// rolled back, leaves them taken.
+func (t *tx) ReserveIDs(n int64) (int64, error) {
+	if n < 1 {
+		return 0, &engine.InvalidError{Field: "n", Reason: fmt.Sprintf("must be at least 1, got %d", n)}
+	}
+	if t.readOnly {
+		return 0, errors.New("reserve ids: the transaction is read-only")
+	}
+	var first int64
+	if err := t.q.QueryRow(t.ctx, "SELECT reserve_ids($1)", n).Scan(&first); err != nil {
+		return 0, fmt.Errorf("reserve %d ids: %w", n, err)
+	}
+	return first, nil
+}
+
+// Notify encodes n at once and sends it with pg_notify in the round trip
+// that ends the transaction (finish): PostgreSQL delivers it at commit and
+// drops it on a rollback. Each attempt of Update has a tx of its own, so
+// what an attempt that was rolled back notified is never sent.
+func (t *tx) Notify(n engine.Notice) error {
+	if t.readOnly {
+		return errors.New("notify: the transaction is read-only")
+	}
+	t.notices++
+	t.payloads = append(t.payloads, encodeNotice(n, t.s.node, t.s.incarnation, t.notices)...)
+	return nil
+}

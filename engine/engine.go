@@ -64,15 +64,21 @@ type Engine struct {
 	// refilling is held while a refill moves it (horizon.go).
 	horizon   time.Time
 	refilling sync.Mutex
-	// snapshotReads holds a token for each Watch reading its snapshot.
+	// snapshotReads holds a token for each Watch reading a chunk of its
+	// snapshot; snapshotViews counts the store views of snapshots still
+	// streaming (watch_snapshot.go).
 	snapshotReads chan struct{}
-	closeSubs     map[string][]chan struct{} // workflow id → waiters for its close
-	counts        map[stateKey]int           // activities per queue and state, see gauge.go
-	books         map[string]*queueBook      // tasks and leases per queue, see taskqueue.go
-	pollers       map[pollerKey]*pollerSeen  // workers polling, see taskqueue.go
-	janitorDone   chan struct{}
-	statsDone     chan struct{}
-	queuesDone    chan struct{} // closes when the task queue shower stops
+	snapshotViews sync.WaitGroup
+	// longViews holds a token for each snapshot view open on a store
+	// that bounds them (LongViewStore); nil on any other.
+	longViews   chan struct{}
+	closeSubs   map[string][]chan struct{} // workflow id → waiters for its close
+	counts      map[stateKey]int           // activities per queue and state, see gauge.go
+	books       map[string]*queueBook      // tasks and leases per queue, see taskqueue.go
+	pollers     map[pollerKey]*pollerSeen  // workers polling, see taskqueue.go
+	janitorDone chan struct{}
+	statsDone   chan struct{}
+	queuesDone  chan struct{} // closes when the task queue shower stops
 	// trailJanitorDone closes when the janitor of finished activities stops.
 	trailJanitorDone chan struct{}
 
@@ -149,6 +155,9 @@ func New(store Store, opts Options) (*Engine, error) {
 	} else {
 		e.rt = &embedded{e: e}
 	}
+	if s, ok := store.(LongViewStore); ok {
+		e.longViews = make(chan struct{}, max(1, min(s.LongViews(), opts.MaxWatchers)))
+	}
 	err := store.View(func(tx Tx) error {
 		// Timers of activities whose type has an override are where the
 		// override puts them: load the overrides first.
@@ -197,10 +206,12 @@ func (e *Engine) Close() error {
 	}
 	e.mu.Unlock()
 	// Wait for the snapshots being read, which hold the store, and keep
-	// new ones from starting.
+	// new ones from starting. A reader waiting for its client lets go of
+	// its view at once (closeCh), however slow the client.
 	for range cap(e.snapshotReads) {
 		e.snapshotReads <- struct{}{}
 	}
+	e.snapshotViews.Wait()
 	<-e.loopDone
 	<-e.janitorDone
 	<-e.statsDone

@@ -25,6 +25,17 @@ type Store interface {
 	Close() error
 }
 
+// LongViewStore is a Store whose read views cost something scarce for as
+// long as they are open, a connection each: LongViews is how many may stay
+// open at once while their readers wait (a Watch's snapshot streaming to a
+// slow client). A Watch waits for one of them before it fixes its view. A
+// store that does not implement it bounds them only by
+// Options.MaxWatchers.
+type LongViewStore interface {
+	Store
+	LongViews() int
+}
+
 // Tx is one transaction. Getters return ErrNotFound for a missing record.
 // Records passed to Put are owned by the store until the transaction ends;
 // callers must not change them afterwards.
@@ -37,12 +48,14 @@ type Tx interface {
 	ListWorkflows(after string, limit int) ([]*durablev1.WorkflowRecord, error)
 	// RunningWorkflows calls fn for every running workflow, in id order,
 	// until fn returns false. It reads only the running ones, from an index
-	// the store keeps with the records.
+	// the store keeps with the records. Like ScanActivities, it holds
+	// nothing but the transaction while fn runs, so fn may wait.
 	RunningWorkflows(fn func(*durablev1.WorkflowRecord) bool) error
 	// ClosedWorkflows calls fn for the workflows that closed at or after
 	// since, the most recently closed first, until fn returns false. It
 	// reads them from an index by close time and never reads a workflow
-	// that closed before since.
+	// that closed before since. Like ScanActivities, it holds nothing but
+	// the transaction while fn runs, so fn may wait.
 	ClosedWorkflows(since time.Time, fn func(*durablev1.WorkflowRecord) bool) error
 
 	// AppendEvents stores events under their event ids.
@@ -66,7 +79,11 @@ type Tx interface {
 	UseActivityID(workflowID, activityID string) (used bool, err error)
 	// Activities returns every activity record of one workflow.
 	Activities(workflowID string) ([]*durablev1.ActivityRecord, error)
-	// ScanActivities calls fn for every activity record until fn returns false.
+	// ScanActivities calls fn for every activity record until fn returns
+	// false. It reads in pages and holds nothing but the transaction while
+	// fn runs (no iterator, cursor or buffer beyond a page), so fn may wait:
+	// a Watch hands what it read to a slow client from inside fn, and the
+	// transaction's view stays the same from page to page.
 	ScanActivities(fn func(*durablev1.ActivityRecord) bool) error
 
 	GetTimer(workflowID, timerID string) (*durablev1.TimerRecord, error)

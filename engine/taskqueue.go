@@ -378,7 +378,10 @@ func (e *Engine) queueShower() {
 			qs := e.taskQueuesLocked(now)
 			var ev *durablev1.WatchEvent
 			for w := range e.watchers {
-				if sameQueues(w.queues, qs, now.Sub(w.queuesAt) < queuesRefreshEvery) {
+				// A watcher whose snapshot still streams gets the list
+				// in its SNAPSHOT_DONE, taken after everything queued
+				// here; a list queued before it would follow it, older.
+				if w.queuesAt.IsZero() || sameQueues(w.queues, qs, now.Sub(w.queuesAt) < queuesRefreshEvery) {
 					continue
 				}
 				if ev == nil {
@@ -389,12 +392,7 @@ func (e *Engine) queueShower() {
 					}
 				}
 				w.queues, w.queuesAt = qs, now
-				select {
-				case w.ch <- ev:
-				default:
-					w.stop(ErrWatchLagged)
-					delete(e.watchers, w)
-				}
+				e.queueLocked(w, ev)
 			}
 		}
 		e.mu.Unlock()

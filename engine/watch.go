@@ -10,7 +10,6 @@ import (
 
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // watchBuffer is how many change events a watcher may have unread.
@@ -128,14 +127,32 @@ func (e *Engine) publishLocked(c *change) {
 func (e *Engine) sendLocked(events []*durablev1.WatchEvent) {
 	for w := range e.watchers {
 		for _, ev := range events {
-			select {
-			case w.ch <- ev:
-			default:
-				w.stop(ErrWatchLagged)
-				delete(e.watchers, w)
+			if !e.queueLocked(w, ev) {
+				break
 			}
 		}
 	}
+}
+
+// queueLocked queues ev for w, or cuts w off if its buffer is full: it
+// leaves the watchers, and the events it had queued, which it will never
+// send, are let go. A watcher whose snapshot is still streaming sends the
+// rest of its snapshot and SNAPSHOT_DONE before it ends (see Watch).
+func (e *Engine) queueLocked(w *watcher, ev *durablev1.WatchEvent) bool {
+	select {
+	case w.ch <- ev:
+		return true
+	default:
+	}
+	w.stop(ErrWatchLagged)
+	delete(e.watchers, w)
+	for len(w.ch) > 0 {
+		select {
+		case <-w.ch:
+		default:
+		}
+	}
+	return false
 }
 
 // sendViewsLocked sends activities whose view changed without a transition
@@ -159,78 +176,47 @@ func (e *Engine) sendViewsLocked(views []*durablev1.PendingActivity) {
 // plus the most recently closed ones (at most watchClosedMax, closed within
 // watchClosedWindow) and every running operation plus the recently finished
 // ones, and (in SNAPSHOT_DONE) the task queues, then each change (the task
-// queues whole, at most once a second, see queueShower), until ctx ends, send fails, the engine closes or
-// the reader falls behind (ErrWatchLagged, only ever after SNAPSHOT_DONE).
-// More than Options.MaxWatchers at once are refused with a
-// *WatchLimitError.
+// queues whole, at most once a second, see queueShower), until ctx ends,
+// send fails, the engine closes or the reader falls behind (ErrWatchLagged,
+// only ever after SNAPSHOT_DONE, so that a reader never holds half a
+// snapshot when it subscribes again). More than Options.MaxWatchers at once
+// are refused with a *WatchLimitError.
 //
 // The snapshot is read without the engine's lock, from a store view fixed
-// at a point between two published batches (see Engine.publishing); the
-// changes published after that point queue in the watcher's buffer while
-// the snapshot is read and sent, and follow it in order. A commit waits
-// for a Watch only while it fixes its view and registers, never while it
-// reads.
+// at a point between two published batches (see Engine.publishing), and
+// sent as it is read, a chunk at a time (watch_snapshot.go); the changes
+// published after that point queue in the watcher's buffer while the
+// snapshot streams, and follow it in order. A commit waits for a Watch only
+// while it fixes its view and registers, never while it reads or sends.
 func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send func(*durablev1.WatchEvent) error) error {
 	w := &watcher{ch: make(chan *durablev1.WatchEvent, watchBuffer), done: make(chan struct{})}
-	var snap watchSnapshot
-	registered := false
-	// Snapshots are read a few at a time, before the view is fixed, so a
-	// crowd of watchers opening at once takes turns rather than the CPU
-	// the batcher needs.
-	select {
-	case e.snapshotReads <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-e.closeCh:
-		return ErrClosed
-	}
-	e.publishing.Lock()
-	locked := true
-	err := e.store.View(func(tx Tx) error {
-		// The view is fixed: the store's View sees what committed before
-		// it was called, and no batch commits while publishing is held.
+	stop := make(chan struct{})
+	r := e.startSnapshot(ctx, w, stop)
+	defer func() {
+		close(stop) // the reader, should it still be reading, ends its view
 		e.mu.Lock()
-		err := e.registerLocked(w)
-		if err == nil {
-			registered = true
-			snap.now = ts(e.now())
-			snap.writes = e.writesStateLocked(e.gate.err())
-			snap.overrides = e.overrideTable()
-			snap.running = make(map[int64]bool, len(e.ops))
-			for seq := range e.ops {
-				snap.running[seq] = true
-			}
-		}
+		delete(e.watchers, w)
 		e.mu.Unlock()
-		e.publishing.Unlock()
-		locked = false
-		if err != nil {
+	}()
+	for ev := range r.out {
+		if err := send(ev); err != nil {
 			return err
 		}
-		return e.readSnapshot(tx, &snap, e.now().Add(-watchClosedWindow))
-	})
-	if locked {
-		e.publishing.Unlock()
 	}
-	<-e.snapshotReads
-	if registered {
-		defer func() {
-			e.mu.Lock()
-			delete(e.watchers, w)
-			e.mu.Unlock()
-		}()
+	if r.err != nil {
+		return r.err
 	}
-	if err != nil {
-		return err
-	}
-	// The task queues are a gauge of now, not of the view: taken here,
-	// outside the publishing lock.
+	// The task queues are a gauge of now, not of the view: taken as the
+	// snapshot ends. queueShower leaves the watcher alone until then, so
+	// every list it queues for the watcher is newer than this one.
 	e.mu.Lock()
 	now := e.now()
-	snap.queues = e.taskQueuesLocked(now)
-	w.queues, w.queuesAt = snap.queues, now
+	queues := e.taskQueuesLocked(now)
+	w.queues, w.queuesAt = queues, now
 	e.mu.Unlock()
-	if err := snap.send(send); err != nil {
+	err := send(&durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE, ServerTime: r.now, Writes: r.writes,
+		TaskQueues: &durablev1.TaskQueueList{TaskQueues: queues}})
+	if err != nil {
 		return err
 	}
 	for {
@@ -272,83 +258,6 @@ type WatchLimitError struct{ Limit int }
 
 func (e *WatchLimitError) Error() string {
 	return fmt.Sprintf("%d watch streams are open, the most this daemon allows", e.Limit)
-}
-
-// watchSnapshot is what a Watch read from its store view, with what it took
-// from the engine at the same point.
-type watchSnapshot struct {
-	now       *timestamppb.Timestamp
-	writes    *durablev1.WritesState
-	queues    []*durablev1.TaskQueue
-	overrides overrideTable
-	running   map[int64]bool // the operations running at the view
-	acts      []*durablev1.PendingActivity
-	wfs       []*durablev1.WorkflowInfo
-	ops       []*durablev1.Operation
-}
-
-// readSnapshot reads the pending activities, the running workflows and those
-// closed since since (newest first, at most watchClosedMax) from their
-// indexes, and the operations a snapshot shows.
-func (e *Engine) readSnapshot(tx Tx, snap *watchSnapshot, since time.Time) error {
-	defaults := e.policyDefaults()
-	err := tx.ScanActivities(func(a *durablev1.ActivityRecord) bool {
-		in := a.GetInfo()
-		InForce(in, snap.overrides.lookup(in.GetActivityType(), in.GetTaskQueue()), defaults)
-		snap.acts = append(snap.acts, in)
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	err = tx.RunningWorkflows(func(r *durablev1.WorkflowRecord) bool {
-		showWorkflowTask(r)
-		snap.wfs = append(snap.wfs, r.GetInfo())
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	closed := 0
-	err = tx.ClosedWorkflows(since, func(r *durablev1.WorkflowRecord) bool {
-		snap.wfs = append(snap.wfs, r.GetInfo())
-		closed++
-		return closed < watchClosedMax
-	})
-	if err != nil {
-		return err
-	}
-	snap.ops, err = watchedOperations(tx, snap.running, since)
-	return err
-}
-
-// send sends the snapshot as SNAPSHOT events of at most snapshotChunk items
-// and a SNAPSHOT_DONE.
-func (snap *watchSnapshot) send(send func(*durablev1.WatchEvent) error) error {
-	now := snap.now
-	if len(snap.ops) > 0 || len(snap.overrides) > 0 {
-		// Few and small: the first snapshot event carries them all.
-		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now, Operations: snap.ops}
-		for _, o := range snap.overrides.sorted() {
-			ev.PolicyOverrides = append(ev.PolicyOverrides, proto.CloneOf(o))
-		}
-		if err := send(ev); err != nil {
-			return err
-		}
-	}
-	acts, wfs := snap.acts, snap.wfs
-	for len(acts) > 0 || len(wfs) > 0 {
-		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT, ServerTime: now}
-		n := min(len(acts), snapshotChunk)
-		ev.Activities, acts = acts[:n], acts[n:]
-		m := min(len(wfs), snapshotChunk-n)
-		ev.Workflows, wfs = wfs[:m], wfs[m:]
-		if err := send(ev); err != nil {
-			return err
-		}
-	}
-	return send(&durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE, ServerTime: now, Writes: snap.writes,
-		TaskQueues: &durablev1.TaskQueueList{TaskQueues: snap.queues}})
 }
 
 // watchOperationsScanned bounds the operation records a snapshot reads

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -322,7 +323,12 @@ func BenchmarkWaitingThroughput(b *testing.B) {
 // BenchmarkWaitingThroughput (nothing waiting, -late.waiting waiting) and
 // reports what its snapshot costs: first-event-ms (until the first event
 // arrives), snapshot-ms (until SNAPSHOT_DONE), snapshot-MB (the encoded
-// size of the snapshot events) and the activities in it.
+// size of the snapshot events) and the activities in it; and what it costs
+// the daemon's memory (the daemon runs in this process, the reader only
+// sizes each event and drops it): heap-before-MB (the live heap after a GC
+// before the Watch opens), live-heap-peak-MB (the most the collections
+// during the snapshot found live, sampled every 10 ms), rss-before-MB and
+// rss-peak-MB (VmHWM, reset before the Watch opens).
 //
 //	go test -run '^$' -bench WaitingWatch -benchtime 1x -count 3 -timeout 60m ./internal/bench
 func BenchmarkWaitingWatch(b *testing.B) {
@@ -340,8 +346,11 @@ func BenchmarkWaitingWatch(b *testing.B) {
 			defer cl.Close()
 			var first, done []time.Duration
 			var size, acts int
+			var heapBefore, heapPeak, rssBefore, rssPeak uint64
 			for range b.N {
 				ctx, cancel := context.WithCancel(context.Background())
+				heapBefore, rssBefore = liveHeapAndRSS()
+				peak := sampleLiveHeap(10 * time.Millisecond)
 				b.StartTimer()
 				began := time.Now()
 				stream, err := cl.Service().Watch(ctx, &durablev1.WatchRequest{}, grpc.MaxCallRecvMsgSize(1<<30))
@@ -365,6 +374,7 @@ func BenchmarkWaitingWatch(b *testing.B) {
 				}
 				done = append(done, time.Since(began))
 				b.StopTimer()
+				heapPeak, rssPeak = peak(), peakRSS()
 				cancel()
 			}
 			slices.Sort(first)
@@ -374,6 +384,61 @@ func BenchmarkWaitingWatch(b *testing.B) {
 			b.ReportMetric(float64(done[len(done)/2].Microseconds())/1e3, "snapshot-ms")
 			b.ReportMetric(float64(size)/1e6, "snapshot-MB")
 			b.ReportMetric(float64(acts), "activities")
+			b.ReportMetric(float64(heapBefore)/1e6, "heap-before-MB")
+			b.ReportMetric(float64(heapPeak)/1e6, "live-heap-peak-MB")
+			b.ReportMetric(float64(rssBefore)/1e6, "rss-before-MB")
+			b.ReportMetric(float64(rssPeak)/1e6, "rss-peak-MB")
 		})
 	}
+}
+
+// liveHeapAndRSS returns the live heap after a collection and this
+// process's resident set after the heap's free pages went back to the
+// system, and resets the process's peak resident set (VmHWM) to it.
+func liveHeapAndRSS() (heap, rss uint64) {
+	debug.FreeOSMemory()
+	heap = liveHeap()
+	// Writing 5 to clear_refs resets VmHWM to the current resident set.
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	return heap, selfRSS()
+}
+
+// liveHeap is the heap the last collection found live.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// sampleLiveHeap reads liveHeap every interval until the returned
+// function is called, which stops it and returns the largest reading.
+func sampleLiveHeap(every time.Duration) func() uint64 {
+	stop, done := make(chan struct{}), make(chan uint64)
+	go func() {
+		peak := liveHeap()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				peak = max(peak, liveHeap())
+			case <-stop:
+				done <- max(peak, liveHeap())
+				return
+			}
+		}
+	}()
+	return func() uint64 {
+		close(stop)
+		return <-done
+	}
+}
+
+// peakRSS is this process's VmHWM.
+func peakRSS() uint64 {
+	st, err := readStatus(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return uint64(st.hwm)
 }

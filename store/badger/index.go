@@ -325,13 +325,14 @@ func (t *tx) indexed(workflowID, activityID, index string) (*durablev1.ActivityR
 	return a, err
 }
 
-// RunningWorkflows walks the running index in workflow id order.
+// RunningWorkflows walks the running index in workflow id order, a page of
+// ids at a time, so that fn may wait (see pages).
 func (t *tx) RunningWorkflows(fn func(*durablev1.WorkflowRecord) bool) error {
-	err := t.eachKey([]byte{prefixWorkflowRunning}, nil, func(k []byte) (bool, error) {
-		id, err := decodeWorkflowRunningKey(k)
-		if err != nil {
-			return false, err
-		}
+	read := func(item *badgerdb.Item) (string, bool, error) {
+		id, err := decodeWorkflowRunningKey(item.Key())
+		return id, err == nil, err
+	}
+	err := pages(t, pageScan{prefix: []byte{prefixWorkflowRunning}}, read, func(id string) (bool, error) {
 		w, err := t.indexedWorkflow(id, "running workflow")
 		if err != nil {
 			return false, err
@@ -345,30 +346,31 @@ func (t *tx) RunningWorkflows(fn func(*durablev1.WorkflowRecord) bool) error {
 }
 
 // ClosedWorkflows walks the closed index backwards from its end, the
-// newest close, and stops at the first workflow that closed before since.
+// newest close, a page at a time so that fn may wait (see pages), and stops
+// at the first workflow that closed before since.
 func (t *tx) ClosedWorkflows(since time.Time, fn func(*durablev1.WorkflowRecord) bool) error {
 	prefix := []byte{prefixWorkflowClosed}
 	stop := appendTime(bytes.Clone(prefix), since)
-	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix, Reverse: true})
-	defer it.Close()
-	// A reverse iterator seeks to the last key at or before the seek key:
-	// past every close time (none encodes with a leading 0xff), the newest.
-	for it.Seek([]byte{prefixWorkflowClosed, 0xff}); it.Valid(); it.Next() {
-		k := it.Item().Key()
+	read := func(item *badgerdb.Item) (string, bool, error) {
+		k := item.Key()
 		if bytes.Compare(k, stop) < 0 {
-			return nil
+			return "", false, nil
 		}
 		ref, err := decodeWorkflowClosedKey(k)
+		return ref.workflowID, err == nil, err
+	}
+	// A reverse iterator seeks to the last key at or before the seek key:
+	// past every close time (none encodes with a leading 0xff), the newest.
+	s := pageScan{prefix: prefix, seek: []byte{prefixWorkflowClosed, 0xff}, reverse: true}
+	err := pages(t, s, read, func(id string) (bool, error) {
+		w, err := t.indexedWorkflow(id, "closed workflow")
 		if err != nil {
-			return fmt.Errorf("closed workflows: %w", err)
+			return false, err
 		}
-		w, err := t.indexedWorkflow(ref.workflowID, "closed workflow")
-		if err != nil {
-			return fmt.Errorf("closed workflows: %w", err)
-		}
-		if !fn(w) {
-			return nil
-		}
+		return fn(w), nil
+	})
+	if err != nil {
+		return fmt.Errorf("closed workflows: %w", err)
 	}
 	return nil
 }

@@ -493,12 +493,15 @@ func (t *tx) Activities(workflowID string) ([]*durablev1.ActivityRecord, error) 
 	return out, nil
 }
 
+// ScanActivities reads the records in pages, so that fn may wait (see
+// pages).
 func (t *tx) ScanActivities(fn func(*durablev1.ActivityRecord) bool) error {
-	return t.each([]byte{prefixActivity}, func(k, v []byte) (bool, error) {
+	read := func(item *badgerdb.Item) (*durablev1.ActivityRecord, bool, error) {
 		a := new(durablev1.ActivityRecord)
-		if err := unmarshal(k, v, a); err != nil {
-			return false, err
-		}
+		err := item.Value(func(v []byte) error { return unmarshal(item.Key(), v, a) })
+		return a, err == nil, err
+	}
+	return pages(t, pageScan{prefix: []byte{prefixActivity}, values: true}, read, func(a *durablev1.ActivityRecord) (bool, error) {
 		return fn(a), nil
 	})
 }

@@ -80,6 +80,7 @@ var areas = []area{
 		{"UpdateReadsItsOwnWrites", testUpdateReadsItsOwnWrites},
 		{"ReopenRecoversEverything", testReopenRecoversEverything},
 		{"ClosedStoreRefusesWork", testClosedStoreRefusesWork},
+		{"ScansKeepTheirViewWhileOthersCommit", testScansKeepTheirViewWhileOthersCommit},
 	}},
 	{"Indexes", []suiteCase{
 		{"ActivityTransitionsMoveIndexEntries", testActivityTransitionsMoveIndexEntries},

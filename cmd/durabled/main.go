@@ -125,8 +125,10 @@ With --store postgres it keeps its state in a PostgreSQL database instead
 (--postgres-dsn or $DURABLE_POSTGRES_DSN; the schema is created and
 upgraded at start), and --data, --memory-budget, --disk-reserve and
 --no-sync do not apply. Any number of durabled nodes may serve one
-database, each under a --node name of its own (a name a node alive in the
-last 5s holds is refused, exit 1); any node answers any call. Give clients
+database, each under a --node name of its own; any node answers any call.
+A name that a node heard from in the last 5s holds is waited for until that
+node's heartbeat is stale (a restart right after a crash), and refused with
+exit 1 if it is still alive then. Give clients
 every node (--addr node1:7345,node2:7345) or a load balancer in front of
 them; 'wf nodes' lists the nodes and which are alive.
 Workers, wf and wfui connect to --listen. SIGTERM or SIGINT shuts it down

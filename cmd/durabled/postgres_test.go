@@ -106,3 +106,24 @@ func TestPostgresNodeLosesNothingAcknowledgedAcrossSIGKILL(t *testing.T) {
 		t.Errorf("workflow status %v after the restart, want completed", desc.GetWorkflow().GetStatus())
 	}
 }
+
+// TestPostgresNodeRestartedAtOnceUnderItsNameServes: a node SIGKILLed and
+// started again at once under the same --node name (a supervisor's
+// restart) finds its predecessor's row still alive; it waits for that
+// heartbeat to go stale and serves, instead of exiting.
+func TestPostgresNodeRestartedAtOnceUnderItsNameServes(t *testing.T) {
+	t.Parallel()
+	dsn := testpg.Database(t)
+	d := testdaemon.Exec(t, "", "--store", "postgres", "--postgres-dsn", dsn, "--node", "edge-1")
+	d.Kill()
+	d.Restart()
+	if !strings.Contains(d.Logs(), "waiting in case its holder has died") {
+		t.Errorf("the restarted node did not say it waited for its name:\n%s", d.Logs())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nodes, err := durablev1.NewDurableClient(dial(t, d.Addr)).ListNodes(ctx, &durablev1.ListNodesRequest{})
+	if err != nil || nodes.GetAnsweredBy() != "edge-1" {
+		t.Fatalf("ListNodes = %v, %v; want an answer from edge-1", nodes, err)
+	}
+}

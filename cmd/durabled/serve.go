@@ -52,7 +52,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 		mem   badgerstore.Memory
 	)
 	if cfg.store == storePostgres {
-		pg, err := openPostgres(cfg)
+		pg, err := openPostgres(ctx, cfg, logger)
 		if err != nil {
 			return err
 		}

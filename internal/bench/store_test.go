@@ -163,6 +163,17 @@ func startTarget(b *testing.B, t target, s setup) *daemon {
 		d.pids = append(d.pids, p.Pid())
 	}
 	d.addr = d.addrs[0]
+	b.Cleanup(func() {
+		if b.Failed() {
+			for _, p := range procs {
+				for _, l := range strings.Split(p.Logs(), "\n") {
+					if strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
+						b.Log(l)
+					}
+				}
+			}
+		}
+	})
 	d.stop = sync.OnceFunc(func() {
 		for _, p := range procs {
 			p.Kill()

@@ -27,7 +27,7 @@ import (
 func BenchmarkLeaseAndComplete(b *testing.B) {
 	var st engine.Store
 	var err error
-	if testStore == "postgres" {
+	if usedStore() == "postgres" {
 		st, err = pgstore.Open(testpg.Database(b), pgstore.Options{})
 	} else {
 		st, err = badgerstore.Open("", badgerstore.Options{InMemory: true})

@@ -16,16 +16,15 @@ import (
 // database per test on the test binary's throwaway server).
 const storeEnv = "DURABLE_TEST_STORE"
 
-// testStore is the store setup opens, read from storeEnv by TestMain (not at
-// package init, so that go test's cache knows the result depends on it).
-var testStore string
-
+// TestMain checks storeEnv but does not keep it: go test records what a
+// test binary reads of its environment only from m.Run on, and a result it
+// cached for one store would otherwise be reused for the other. usedStore
+// reads it again while the tests run, where the record sees it.
 func TestMain(m *testing.M) {
-	testStore = os.Getenv(storeEnv)
-	switch testStore {
+	switch s := os.Getenv(storeEnv); s {
 	case "", "badger", "postgres":
 	default:
-		fmt.Fprintf(os.Stderr, "%s=%q: want badger or postgres\n", storeEnv, testStore)
+		fmt.Fprintf(os.Stderr, "%s=%q: want badger or postgres\n", storeEnv, s)
 		os.Exit(2)
 	}
 	code := m.Run()
@@ -33,11 +32,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// usedStore is the store storeEnv picks: "postgres", or Badger otherwise.
+func usedStore() string { return os.Getenv(storeEnv) }
+
 // openStore opens an empty store of the kind storeEnv selects, for one test.
 // The caller closes it.
 func openStore(t *testing.T) engine.Store {
 	t.Helper()
-	if testStore == "postgres" {
+	if usedStore() == "postgres" {
 		st, err := pgstore.Open(testpg.Database(t), pgstore.Options{MaxConns: 4})
 		if err != nil {
 			t.Fatal(err)

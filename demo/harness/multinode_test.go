@@ -29,7 +29,7 @@ import (
 // database.
 func setupNodes(t *testing.T, n int) (*Cluster, []durablev1.DurableClient) {
 	t.Helper()
-	if testStore == "postgres" {
+	if usedStore() == "postgres" {
 		// Nodes always share a PostgreSQL database: the default pass ran
 		// this test already.
 		t.Skip("runs on PostgreSQL in the default pass; " + storeEnv + "=postgres adds nothing to it")

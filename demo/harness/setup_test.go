@@ -17,8 +17,11 @@ import (
 // database per test on the test binary's throwaway server).
 const storeEnv = "DURABLE_TEST_STORE"
 
-// testStore is read from storeEnv by TestMain.
-var testStore string
+// usedStore is the store storeEnv picks. It is read while the tests run,
+// not kept from TestMain: go test records what a test binary reads of its
+// environment only from m.Run on, and a result it cached for one store
+// would otherwise be reused for the other.
+func usedStore() string { return os.Getenv(storeEnv) }
 
 // Binaries built once by TestMain. The children are built without -race:
 // only the harness and the sink in the test process need it.
@@ -40,11 +43,10 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		testStore = os.Getenv(storeEnv)
-		switch testStore {
+		switch s := os.Getenv(storeEnv); s {
 		case "", "badger", "postgres":
 		default:
-			fmt.Fprintf(os.Stderr, "%s=%q: want badger or postgres\n", storeEnv, testStore)
+			fmt.Fprintf(os.Stderr, "%s=%q: want badger or postgres\n", storeEnv, s)
 			return 2
 		}
 		defer testpg.Cleanup()
@@ -71,7 +73,7 @@ func setup(t *testing.T) (*Cluster, *client.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	opts := Options{Dir: dir, Durabled: durabledBin, Worker: []string{demoBin, "worker"}}
-	if testStore == "postgres" {
+	if usedStore() == "postgres" {
 		opts.PostgresDSN = testpg.Database(t)
 	}
 	c, err := Start(ctx, opts)

@@ -49,16 +49,7 @@ func setupNodes(t *testing.T, n int) (*Cluster, []durablev1.DurableClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		c.Close()
-		if t.Failed() {
-			logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
-			for _, l := range logs {
-				p := &Proc{Name: filepath.Base(l), LogPath: l}
-				t.Logf("--- %s (tail)\n%s", p.Name, p.Tail(30))
-			}
-		}
-	})
+	closeWithLogs(t, c, dir)
 	svcs := make([]durablev1.DurableClient, n)
 	for i := range n {
 		conn, err := grpc.NewClient(c.NodeAddr(i), grpc.WithTransportCredentials(insecure.NewCredentials()))

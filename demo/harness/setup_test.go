@@ -80,16 +80,7 @@ func setup(t *testing.T) (*Cluster, *client.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		c.Close()
-		if t.Failed() {
-			logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
-			for _, l := range logs {
-				p := &Proc{Name: filepath.Base(l), LogPath: l}
-				t.Logf("--- %s (tail)\n%s", p.Name, p.Tail(30))
-			}
-		}
-	})
+	closeWithLogs(t, c, dir)
 	cl, err := client.Dial(ctx, c.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -108,4 +99,19 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// closeWithLogs closes the cluster started in dir when t ends, printing the
+// tail of each process's log first if t failed.
+func closeWithLogs(t *testing.T, c *Cluster, dir string) {
+	t.Cleanup(func() {
+		c.Close()
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+			for _, l := range logs {
+				p := &Proc{Name: filepath.Base(l), LogPath: l}
+				t.Logf("--- %s (tail)\n%s", p.Name, p.Tail(30))
+			}
+		}
+	})
 }

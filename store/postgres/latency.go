@@ -17,7 +17,9 @@ func (t *tx) GetLatency(activityType string) (*durablev1.LatencyRecord, error) {
 		return nil, err
 	}
 	l := new(durablev1.LatencyRecord)
-	if err := t.get(l, fmt.Sprintf("latency of %q", activityType), "SELECT record FROM latency WHERE activity_type = $1", b(activityType)); err != nil {
+	_, err := t.cached(recordKey{table: cacheLatency, wf: activityType}, l, fmt.Sprintf("latency of %q", activityType),
+		"SELECT record FROM latency WHERE activity_type = $1", b(activityType))
+	if err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -36,6 +38,7 @@ func (t *tx) PutLatency(l *durablev1.LatencyRecord) error {
 	if err != nil {
 		return fmt.Errorf("put latency of %q: %w", l.GetActivityType(), err)
 	}
+	t.keep(recordKey{table: cacheLatency, wf: l.GetActivityType()}, cachedRecord{v: v, ok: true})
 	return nil
 }
 

@@ -65,6 +65,8 @@ type tx struct {
 	// payloads are the notifications Notify encoded, sent by finish.
 	payloads []string
 	notices  int // how many notices Notify took
+	// cache holds the records read or written so far (cache.go).
+	cache map[recordKey]cachedRecord
 }
 
 var _ engine.Tx = (*tx)(nil)
@@ -114,7 +116,9 @@ func (t *tx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
 		return nil, err
 	}
 	w := new(durablev1.WorkflowRecord)
-	if err := t.get(w, fmt.Sprintf("workflow %q", id), "SELECT record FROM workflows WHERE workflow_id = $1", b(id)); err != nil {
+	_, err := t.cached(recordKey{table: cacheWorkflow, wf: id}, w, fmt.Sprintf("workflow %q", id),
+		"SELECT record FROM workflows WHERE workflow_id = $1", b(id))
+	if err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -148,7 +152,11 @@ func (t *tx) PutWorkflow(w *durablev1.WorkflowRecord) error {
 	for _, tm := range engine.WorkflowTimersOf(w) {
 		timerInsert(batch, tm)
 	}
-	return t.send(fmt.Sprintf("put workflow %q", id), batch)
+	if err := t.send(fmt.Sprintf("put workflow %q", id), batch); err != nil {
+		return err
+	}
+	t.keep(recordKey{table: cacheWorkflow, wf: id}, cachedRecord{v: v, ok: true})
+	return nil
 }
 
 func queueInsert(batch *pgx.Batch, e engine.QueueEntry) {
@@ -214,10 +222,15 @@ func (t *tx) GetActivity(workflowID, activityID string) (*durablev1.ActivityReco
 		return nil, err
 	}
 	a := new(durablev1.ActivityRecord)
-	err := t.get(a, fmt.Sprintf("activity %s/%s", workflowID, activityID),
+	k := recordKey{table: cacheActivity, wf: workflowID, id: activityID}
+	c, err := t.cached(k, a, fmt.Sprintf("activity %s/%s", workflowID, activityID),
 		"SELECT record FROM activities WHERE workflow_id = $1 AND activity_id = $2", b(workflowID), b(activityID))
 	if err != nil {
 		return nil, err
+	}
+	if c.count.state == 0 {
+		c.count = countRefOf(a)
+		t.keep(k, c)
 	}
 	return a, nil
 }
@@ -239,9 +252,30 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 		deadAt = &n
 	}
 	what := fmt.Sprintf("put activity %s/%s", wf, id)
+	k := recordKey{table: cacheActivity, wf: wf, id: id}
+	to := countRefOf(a)
+	batch := &pgx.Batch{}
+	if c, known := t.cache[k]; known {
+		// The transaction saw the old row: its count is known.
+		batch.Queue(`INSERT INTO activities (workflow_id, activity_id, record, state, activity_type, task_queue, dead_lettered_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (workflow_id, activity_id) DO UPDATE SET record = excluded.record, state = excluded.state,
+				activity_type = excluded.activity_type, task_queue = excluded.task_queue, dead_lettered_at = excluded.dead_lettered_at`,
+			b(wf), b(id), v, int16(in.GetState()), b(in.GetActivityType()), b(in.GetTaskQueue()), deadAt)
+		t.replaceActivityIndex(batch, wf, id, a)
+		if err := t.send(what, batch); err != nil {
+			return err
+		}
+		var from countRef
+		if c.ok {
+			from = c.count
+		}
+		t.moveCount(from, to)
+		t.keep(k, cachedRecord{v: v, ok: true, count: to})
+		return nil
+	}
 	// The old row's queue and state, read before the statement writes the
 	// new one, move the activity counts.
-	batch := &pgx.Batch{}
 	var old *countRef
 	batch.Queue(`WITH old AS (SELECT state, task_queue FROM activities WHERE workflow_id = $1 AND activity_id = $2),
 		put AS (INSERT INTO activities (workflow_id, activity_id, record, state, activity_type, task_queue, dead_lettered_at)
@@ -270,7 +304,8 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 	if old != nil {
 		from = *old
 	}
-	t.moveCount(from, countRefOf(a))
+	t.moveCount(from, to)
+	t.keep(k, cachedRecord{v: v, ok: true, count: to})
 	return nil
 }
 
@@ -303,6 +338,7 @@ func (t *tx) DeleteActivity(workflowID, activityID string) error {
 		return err
 	}
 	t.moveCount(countRefOf(old), countRef{})
+	t.keep(recordKey{table: cacheActivity, wf: workflowID, id: activityID}, cachedRecord{})
 	return nil
 }
 

@@ -39,7 +39,8 @@ func (t *tx) moveCount(from, to countRef) {
 }
 
 // finish writes what the transaction kept until its end, in one round
-// trip: the moves of the activity counts and the notifications.
+// trip: the writes that wait, the moves of the activity counts and the
+// notifications.
 func (t *tx) finish() error {
 	batch := &pgx.Batch{}
 	t.queueCounts(batch)
@@ -47,7 +48,7 @@ func (t *tx) finish() error {
 		batch.Queue("SELECT pg_notify($1, $2)", noticeChannel, p)
 	}
 	t.payloads = nil
-	if batch.Len() == 0 {
+	if batch.Len() == 0 && (t.p == nil || t.p.pending.Len() == 0) {
 		return nil
 	}
 	return t.send("end of transaction", batch)

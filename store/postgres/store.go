@@ -51,6 +51,8 @@ type Store struct {
 
 	mu        sync.Mutex
 	listeners map[*listener]struct{} // stopped by Close
+
+	trips atomic.Int64 // round trips of Update and View (RoundTrips)
 }
 
 var (
@@ -128,11 +130,13 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 	defer func() { s.slots <- slot }()
 	var err error
 	for range maxAttempts {
+		s.trips.Add(2) // the begin, and the commit or rollback
 		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(ptx pgx.Tx) error {
 			// A tx per attempt: the notices of an attempt that rolled
 			// back go with it.
 			f := &firstFailure{q: ptx}
-			t := &tx{ctx: ctx, q: f, pageSize: s.pageSize, s: s, slot: slot}
+			p := &pipe{q: f, trips: &s.trips}
+			t := &tx{ctx: ctx, q: p, p: p, pageSize: s.pageSize, s: s, slot: slot}
 			err := fn(t)
 			if err == nil {
 				err = t.finish()
@@ -158,9 +162,19 @@ func (s *Store) View(fn func(engine.Tx) error) error {
 	}
 	ctx := context.Background()
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	s.trips.Add(2)
 	return s.mapErr(pgx.BeginTxFunc(ctx, s.pool, opts, func(ptx pgx.Tx) error {
-		return fn(&tx{ctx: ctx, q: ptx, readOnly: true, pageSize: s.pageSize, s: s})
+		p := &pipe{q: ptx, trips: &s.trips}
+		return fn(&tx{ctx: ctx, q: p, p: p, readOnly: true, pageSize: s.pageSize, s: s})
 	}))
+}
+
+// RoundTrips returns how many round trips to the database the store's
+// transactions (Update and View, with their begins and ends) have made
+// since it opened: a measure of what a transaction costs that the load of
+// the machine does not move.
+func (s *Store) RoundTrips() int64 {
+	return s.trips.Load()
 }
 
 // Sync returns at once: PostgreSQL makes a transaction durable before its

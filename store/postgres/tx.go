@@ -55,6 +55,7 @@ func collect[R any](t *tx, scan pgx.RowToFunc[R], sql string, args ...any) ([]R,
 type tx struct {
 	ctx      context.Context
 	q        querier
+	p        *pipe // q, where the writes wait
 	readOnly bool
 	pageSize int // rows a list reads per query
 	s        *Store
@@ -103,12 +104,31 @@ func records[M proto.Message](t *tx, newM func() M, what, sql string, args ...an
 	return out, nil
 }
 
-// send runs the statements of a batch in one round trip.
+// send runs the statements of a batch, with the writes that wait, in one
+// round trip.
 func (t *tx) send(what string, batch *pgx.Batch) error {
 	if err := t.q.SendBatch(t.ctx, batch).Close(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// write queues the statements of a batch to go with the transaction's next
+// round trip (pipe.go); a read-only transaction sends them at once, for the
+// database to refuse.
+func (t *tx) write(what string, batch *pgx.Batch) error {
+	if t.readOnly {
+		return t.send(what, batch)
+	}
+	t.p.later(what, batch)
+	return nil
+}
+
+// writeOne is write for one statement.
+func (t *tx) writeOne(what, sql string, args ...any) error {
+	batch := &pgx.Batch{}
+	batch.Queue(sql, args...)
+	return t.write(what, batch)
 }
 
 func (t *tx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
@@ -152,7 +172,7 @@ func (t *tx) PutWorkflow(w *durablev1.WorkflowRecord) error {
 	for _, tm := range engine.WorkflowTimersOf(w) {
 		timerInsert(batch, tm)
 	}
-	if err := t.send(fmt.Sprintf("put workflow %q", id), batch); err != nil {
+	if err := t.write(fmt.Sprintf("put workflow %q", id), batch); err != nil {
 		return err
 	}
 	t.keep(recordKey{table: cacheWorkflow, wf: id}, cachedRecord{v: v, ok: true})
@@ -194,7 +214,7 @@ func (t *tx) AppendEvents(workflowID string, events []*durablev1.HistoryEvent) e
 		batch.Queue(`INSERT INTO history (workflow_id, event_id, event) VALUES ($1, $2, $3)
 			ON CONFLICT (workflow_id, event_id) DO UPDATE SET event = excluded.event`, b(workflowID), ev.GetEventId(), v)
 	}
-	return t.send(fmt.Sprintf("append events of workflow %q", workflowID), batch)
+	return t.write(fmt.Sprintf("append events of workflow %q", workflowID), batch)
 }
 
 func (t *tx) History(workflowID string) ([]*durablev1.HistoryEvent, error) {
@@ -263,7 +283,7 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 				activity_type = excluded.activity_type, task_queue = excluded.task_queue, dead_lettered_at = excluded.dead_lettered_at`,
 			b(wf), b(id), v, int16(in.GetState()), b(in.GetActivityType()), b(in.GetTaskQueue()), deadAt)
 		t.replaceActivityIndex(batch, wf, id, a)
-		if err := t.send(what, batch); err != nil {
+		if err := t.write(what, batch); err != nil {
 			return err
 		}
 		var from countRef
@@ -334,7 +354,7 @@ func (t *tx) DeleteActivity(workflowID, activityID string) error {
 	batch := &pgx.Batch{}
 	batch.Queue("DELETE FROM activities WHERE workflow_id = $1 AND activity_id = $2", b(workflowID), b(activityID))
 	t.replaceActivityIndex(batch, workflowID, activityID, nil)
-	if err := t.send(fmt.Sprintf("delete activity %s/%s", workflowID, activityID), batch); err != nil {
+	if err := t.write(fmt.Sprintf("delete activity %s/%s", workflowID, activityID), batch); err != nil {
 		return err
 	}
 	t.moveCount(countRefOf(old), countRef{})
@@ -420,7 +440,7 @@ func (t *tx) PutTimer(r *durablev1.TimerRecord) error {
 		ON CONFLICT (workflow_id, timer_id) DO UPDATE SET record = excluded.record`, b(wf), b(id), v)
 	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = $3", b(wf), b(id), int16(engine.UserTimer))
 	timerInsert(batch, engine.UserTimerOf(r))
-	return t.send(fmt.Sprintf("put timer %s/%s", wf, id), batch)
+	return t.write(fmt.Sprintf("put timer %s/%s", wf, id), batch)
 }
 
 func (t *tx) DeleteTimer(workflowID, timerID string) error {
@@ -430,7 +450,7 @@ func (t *tx) DeleteTimer(workflowID, timerID string) error {
 	batch := &pgx.Batch{}
 	batch.Queue("DELETE FROM user_timers WHERE workflow_id = $1 AND timer_id = $2", b(workflowID), b(timerID))
 	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = $3", b(workflowID), b(timerID), int16(engine.UserTimer))
-	return t.send(fmt.Sprintf("delete timer %s/%s", workflowID, timerID), batch)
+	return t.write(fmt.Sprintf("delete timer %s/%s", workflowID, timerID), batch)
 }
 
 // Counter returns the engine's id sequence; a new store starts at 0. The

@@ -366,12 +366,28 @@ func (t *tx) UseActivityID(workflowID, activityID string) (bool, error) {
 	if err := firstErr(checkPart("workflow_id", workflowID), checkPart("activity_id", activityID)); err != nil {
 		return false, err
 	}
-	tag, err := t.q.Exec(t.ctx, "INSERT INTO activity_ids (workflow_id, activity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-		b(workflowID), b(activityID))
-	if err != nil {
-		return false, fmt.Errorf("activity id %s/%s: %w", workflowID, activityID, err)
+	what := fmt.Sprintf("activity id %s/%s", workflowID, activityID)
+	k := recordKey{table: cacheActivity, wf: workflowID, id: activityID}
+	if _, known := t.cache[k]; known {
+		tag, err := t.q.Exec(t.ctx, "INSERT INTO activity_ids (workflow_id, activity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+			b(workflowID), b(activityID))
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", what, err)
+		}
+		return tag.RowsAffected() == 0, nil
 	}
-	return tag.RowsAffected() == 0, nil
+	// The activity is read in the same round trip: scheduling one writes
+	// it next, and reads it first to count it.
+	var used bool
+	var v []byte
+	err := t.q.QueryRow(t.ctx, `WITH used AS (INSERT INTO activity_ids (workflow_id, activity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING true)
+		SELECT NOT EXISTS (SELECT FROM used), (SELECT record FROM activities WHERE workflow_id = $1 AND activity_id = $2)`,
+		b(workflowID), b(activityID)).Scan(&used, &v)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
+	t.keep(k, cachedRecord{v: v, ok: v != nil})
+	return used, nil
 }
 
 func (t *tx) Activities(workflowID string) ([]*durablev1.ActivityRecord, error) {

@@ -25,10 +25,16 @@ import (
 // again). The reads of a transaction see its earlier writes, since every
 // queued write reaches the database before the next statement runs.
 
+// The transaction's begin waits the same way, for its first statement, and
+// its commit goes with the writes that end it (tx.finish): a transaction
+// that reads nothing its cache cannot answer costs one round trip.
+
 // pipe is the querier of a transaction: it sends what waits with each
 // statement and counts the round trips.
 type pipe struct {
 	q       querier
+	begin   string // the statement that begins the transaction
+	began   bool   // begin has been sent
 	pending pgx.Batch
 	trips   *atomic.Int64
 }
@@ -56,9 +62,17 @@ func (p *pipe) later(what string, b *pgx.Batch) {
 	}
 }
 
+// waiting reports whether anything waits to be sent, the begin included.
+func (p *pipe) waiting() bool { return !p.began || p.pending.Len() > 0 }
+
 // take returns what waits, to be sent, and forgets it.
 func (p *pipe) take() *pgx.Batch {
-	b := &pgx.Batch{QueuedQueries: p.pending.QueuedQueries}
+	b := &pgx.Batch{}
+	if !p.began {
+		p.began = true
+		b.Queue(p.begin).Exec(func(pgconn.CommandTag) error { return nil })
+	}
+	b.QueuedQueries = append(b.QueuedQueries, p.pending.QueuedQueries...)
 	p.pending.QueuedQueries = nil
 	return b
 }
@@ -67,7 +81,7 @@ func (p *pipe) trip() { p.trips.Add(1) }
 
 func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	p.trip()
-	if p.pending.Len() == 0 {
+	if !p.waiting() {
 		return p.q.Exec(ctx, sql, args...)
 	}
 	b := p.take()
@@ -81,7 +95,7 @@ func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 
 func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	p.trip()
-	if p.pending.Len() == 0 {
+	if !p.waiting() {
 		return p.q.Query(ctx, sql, args...)
 	}
 	b := p.take()
@@ -109,7 +123,7 @@ func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // SendBatch sends what waits, then b.
 func (p *pipe) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	p.trip()
-	if p.pending.Len() == 0 {
+	if !p.waiting() {
 		return p.q.SendBatch(ctx, b)
 	}
 	all := p.take()
@@ -128,7 +142,7 @@ type pipedRow struct {
 func (r *pipedRow) Scan(dest ...any) error {
 	p := r.p
 	p.trip()
-	if p.pending.Len() == 0 {
+	if !p.waiting() {
 		return p.q.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
 	}
 	b := p.take()

@@ -130,24 +130,9 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 	defer func() { s.slots <- slot }()
 	var err error
 	for range maxAttempts {
-		s.trips.Add(2) // the begin, and the commit or rollback
-		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(ptx pgx.Tx) error {
-			// A tx per attempt: the notices of an attempt that rolled
-			// back go with it.
-			f := &firstFailure{q: ptx}
-			p := &pipe{q: f, trips: &s.trips}
-			t := &tx{ctx: ctx, q: p, p: p, pageSize: s.pageSize, s: s, slot: slot}
-			err := fn(t)
-			if err == nil {
-				err = t.finish()
-			}
-			if f.err != nil {
-				// The transaction died with its first failure; what
-				// followed it says only that.
-				return f.err
-			}
-			return err
-		})
+		// A tx per attempt: the notices of an attempt that rolled back go
+		// with it.
+		err = s.attempt(ctx, false, slot, fn)
 		if !retryable(err) {
 			return s.mapErr(err)
 		}
@@ -160,13 +145,52 @@ func (s *Store) View(fn func(engine.Tx) error) error {
 	if s.closed.Load() {
 		return engine.ErrClosed
 	}
-	ctx := context.Background()
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	s.trips.Add(2)
-	return s.mapErr(pgx.BeginTxFunc(ctx, s.pool, opts, func(ptx pgx.Tx) error {
-		p := &pipe{q: ptx, trips: &s.trips}
-		return fn(&tx{ctx: ctx, q: p, p: p, readOnly: true, pageSize: s.pageSize, s: s})
-	}))
+	return s.mapErr(s.attempt(context.Background(), true, 0, fn))
+}
+
+// The statements that begin a transaction: its begin goes with its first
+// statement (pipe.go).
+const (
+	beginSQL         = "BEGIN ISOLATION LEVEL REPEATABLE READ"
+	beginReadOnlySQL = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+)
+
+// attempt runs fn in one transaction on a connection of the pool. A
+// writing one commits with its last round trip (tx.finish); one that
+// failed, or only read, is rolled back. The attempt's error is the first
+// the server gave it, if any (firstFailure).
+func (s *Store) attempt(ctx context.Context, readOnly bool, slot int16, fn func(engine.Tx) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A connection left inside a transaction (a panic, a connection
+	// lost) is closed by the pool, not reused.
+	defer conn.Release()
+	f := &firstFailure{q: conn}
+	p := &pipe{q: f, begin: beginSQL, trips: &s.trips}
+	if readOnly {
+		p.begin = beginReadOnlySQL
+	}
+	t := &tx{ctx: ctx, q: p, p: p, readOnly: readOnly, pageSize: s.pageSize, s: s, slot: slot}
+	err = fn(t)
+	if err == nil && !readOnly {
+		err = t.finish()
+	}
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		// Begun and not committed: a failure, a commit that never ran
+		// behind one, or a read-only transaction.
+		// Should the rollback fail, the connection is broken, and the
+		// pool closes it.
+		p.trip()
+		conn.Exec(ctx, "ROLLBACK")
+	}
+	if f.err != nil {
+		// The transaction died with its first failure; what followed it
+		// says only that.
+		return f.err
+	}
+	return err
 }
 
 // RoundTrips returns how many round trips to the database the store's

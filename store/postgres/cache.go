@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
 // A transaction keeps the records it read or wrote, encoded, and serves a
@@ -46,6 +47,83 @@ type cachedRecord struct {
 	// count is an activity's count (zero state: none), so that writing it
 	// again knows which count it leaves without asking the database.
 	count countRef
+	// rows are the queue entry and timers the record implies, which are
+	// its rows in those tables, so that writing it again touches only the
+	// rows that change; nil when not worked out (a missing record has
+	// none).
+	rows *indexRows
+}
+
+// indexRows are the rows of the queue and timers tables one record
+// implies.
+type indexRows struct {
+	entry  engine.QueueEntry
+	queued bool
+	timers []engine.Timer
+}
+
+// known returns the rows c's record has in the index tables, or nil when
+// the cache cannot say.
+func (c cachedRecord) known() *indexRows {
+	if !c.ok {
+		return &indexRows{}
+	}
+	return c.rows
+}
+
+// sameEntry reports whether x and y are one row of the queue table.
+func sameEntry(x, y engine.QueueEntry) bool {
+	return x.Kind == y.Kind && x.Queue == y.Queue && nanos(x.Due) == nanos(y.Due) && x.Seq == y.Seq &&
+		x.WorkflowID == y.WorkflowID && x.ActivityID == y.ActivityID
+}
+
+// sameTimers reports whether x and y are the same rows of the timers
+// table, in the same order.
+func sameTimers(x, y []engine.Timer) bool {
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if nanos(x[i].Due) != nanos(y[i].Due) || x[i].Kind != y[i].Kind || x[i].WorkflowID != y[i].WorkflowID || x[i].ID != y[i].ID {
+			return false
+		}
+	}
+	return true
+}
+
+// replaceRows queues the statements that turn a record's rows in the index
+// tables from old (nil: unknown) into new: with old known, only the rows
+// that change are deleted and inserted. deleteEntry and deleteTimers queue
+// the deletes of every row of the record in each table.
+func replaceRows(batch *pgx.Batch, old *indexRows, new indexRows, deleteEntry, deleteTimers func()) {
+	keepEntry := old != nil && old.queued && new.queued && sameEntry(old.entry, new.entry)
+	if !keepEntry {
+		if old == nil || old.queued {
+			deleteEntry()
+		}
+		if new.queued {
+			queueInsert(batch, new.entry)
+		}
+	}
+	if old != nil && sameTimers(old.timers, new.timers) {
+		return
+	}
+	if old == nil || len(old.timers) > 0 {
+		deleteTimers()
+	}
+	for _, tm := range new.timers {
+		timerInsert(batch, tm)
+	}
+}
+
+func activityRows(a *durablev1.ActivityRecord) *indexRows {
+	e, ok := engine.QueueEntryOf(a)
+	return &indexRows{entry: e, queued: ok, timers: engine.TimersOf(a)}
+}
+
+func workflowRows(w *durablev1.WorkflowRecord) *indexRows {
+	e, ok := engine.WorkflowQueueEntryOf(w)
+	return &indexRows{entry: e, queued: ok, timers: engine.WorkflowTimersOf(w)}
 }
 
 // keep notes what the transaction saw or wrote of k.

@@ -136,10 +136,14 @@ func (t *tx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
 		return nil, err
 	}
 	w := new(durablev1.WorkflowRecord)
-	_, err := t.cached(recordKey{table: cacheWorkflow, wf: id}, w, fmt.Sprintf("workflow %q", id),
-		"SELECT record FROM workflows WHERE workflow_id = $1", b(id))
+	k := recordKey{table: cacheWorkflow, wf: id}
+	c, err := t.cached(k, w, fmt.Sprintf("workflow %q", id), "SELECT record FROM workflows WHERE workflow_id = $1", b(id))
 	if err != nil {
 		return nil, err
+	}
+	if c.rows == nil {
+		c.rows = workflowRows(w)
+		t.keep(k, c)
 	}
 	return w, nil
 }
@@ -164,18 +168,21 @@ func (t *tx) PutWorkflow(w *durablev1.WorkflowRecord) error {
 	batch.Queue(`INSERT INTO workflows (workflow_id, record, running, closed_at) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (workflow_id) DO UPDATE SET record = excluded.record, running = excluded.running, closed_at = excluded.closed_at`,
 		b(id), v, running, closedAt)
-	batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = '' AND kind = $2", b(id), int16(engine.WorkflowTask))
-	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = '' AND kind = $2", b(id), int16(engine.WorkflowTaskLeaseTimer))
-	if e, ok := engine.WorkflowQueueEntryOf(w); ok {
-		queueInsert(batch, e)
+	k := recordKey{table: cacheWorkflow, wf: id}
+	var old *indexRows
+	if c, known := t.cache[k]; known {
+		old = c.known()
 	}
-	for _, tm := range engine.WorkflowTimersOf(w) {
-		timerInsert(batch, tm)
-	}
+	rows := workflowRows(w)
+	replaceRows(batch, old, *rows, func() {
+		batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = '' AND kind = $2", b(id), int16(engine.WorkflowTask))
+	}, func() {
+		batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = '' AND kind = $2", b(id), int16(engine.WorkflowTaskLeaseTimer))
+	})
 	if err := t.write(fmt.Sprintf("put workflow %q", id), batch); err != nil {
 		return err
 	}
-	t.keep(recordKey{table: cacheWorkflow, wf: id}, cachedRecord{v: v, ok: true})
+	t.keep(k, cachedRecord{v: v, ok: true, rows: rows})
 	return nil
 }
 
@@ -248,8 +255,8 @@ func (t *tx) GetActivity(workflowID, activityID string) (*durablev1.ActivityReco
 	if err != nil {
 		return nil, err
 	}
-	if c.count.state == 0 {
-		c.count = countRefOf(a)
+	if c.rows == nil {
+		c.count, c.rows = countRefOf(a), activityRows(a)
 		t.keep(k, c)
 	}
 	return a, nil
@@ -273,7 +280,7 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 	}
 	what := fmt.Sprintf("put activity %s/%s", wf, id)
 	k := recordKey{table: cacheActivity, wf: wf, id: id}
-	to := countRefOf(a)
+	to, rows := countRefOf(a), activityRows(a)
 	batch := &pgx.Batch{}
 	if c, known := t.cache[k]; known {
 		// The transaction saw the old row: its count is known.
@@ -282,7 +289,7 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 			ON CONFLICT (workflow_id, activity_id) DO UPDATE SET record = excluded.record, state = excluded.state,
 				activity_type = excluded.activity_type, task_queue = excluded.task_queue, dead_lettered_at = excluded.dead_lettered_at`,
 			b(wf), b(id), v, int16(in.GetState()), b(in.GetActivityType()), b(in.GetTaskQueue()), deadAt)
-		t.replaceActivityIndex(batch, wf, id, a)
+		replaceActivityRows(batch, wf, id, c.known(), rows)
 		if err := t.write(what, batch); err != nil {
 			return err
 		}
@@ -291,7 +298,7 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 			from = c.count
 		}
 		t.moveCount(from, to)
-		t.keep(k, cachedRecord{v: v, ok: true, count: to})
+		t.keep(k, cachedRecord{v: v, ok: true, count: to, rows: rows})
 		return nil
 	}
 	// The old row's queue and state, read before the statement writes the
@@ -316,7 +323,7 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 			old = &countRef{queue: string(queue), state: durablev1.ActivityState(state)}
 			return nil
 		})
-	t.replaceActivityIndex(batch, wf, id, a)
+	replaceActivityRows(batch, wf, id, nil, rows)
 	if err := t.send(what, batch); err != nil {
 		return err
 	}
@@ -325,25 +332,19 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 		from = *old
 	}
 	t.moveCount(from, to)
-	t.keep(k, cachedRecord{v: v, ok: true, count: to})
+	t.keep(k, cachedRecord{v: v, ok: true, count: to, rows: rows})
 	return nil
 }
 
-// replaceActivityIndex queues the statements that replace an activity's
-// queue entry and timers with those a implies (none for a nil a).
-func (t *tx) replaceActivityIndex(batch *pgx.Batch, wf, id string, a *durablev1.ActivityRecord) {
-	batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = $2 AND kind = $3", b(wf), b(id), int16(engine.ActivityTask))
-	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = ANY($3)", b(wf), b(id),
-		[]int16{int16(engine.ActivityLeaseTimer), int16(engine.ScheduleToStartTimer), int16(engine.ScheduleToCloseTimer)})
-	if a == nil {
-		return
-	}
-	if e, ok := engine.QueueEntryOf(a); ok {
-		queueInsert(batch, e)
-	}
-	for _, tm := range engine.TimersOf(a) {
-		timerInsert(batch, tm)
-	}
+// replaceActivityRows queues the statements that turn an activity's queue
+// entry and timers from old (nil: unknown) into new.
+func replaceActivityRows(batch *pgx.Batch, wf, id string, old, new *indexRows) {
+	replaceRows(batch, old, *new, func() {
+		batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = $2 AND kind = $3", b(wf), b(id), int16(engine.ActivityTask))
+	}, func() {
+		batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = ANY($3)", b(wf), b(id),
+			[]int16{int16(engine.ActivityLeaseTimer), int16(engine.ScheduleToStartTimer), int16(engine.ScheduleToCloseTimer)})
+	})
 }
 
 func (t *tx) DeleteActivity(workflowID, activityID string) error {
@@ -353,7 +354,11 @@ func (t *tx) DeleteActivity(workflowID, activityID string) error {
 	}
 	batch := &pgx.Batch{}
 	batch.Queue("DELETE FROM activities WHERE workflow_id = $1 AND activity_id = $2", b(workflowID), b(activityID))
-	t.replaceActivityIndex(batch, workflowID, activityID, nil)
+	var rows *indexRows
+	if c, known := t.cache[recordKey{table: cacheActivity, wf: workflowID, id: activityID}]; known {
+		rows = c.known()
+	}
+	replaceActivityRows(batch, workflowID, activityID, rows, &indexRows{})
 	if err := t.write(fmt.Sprintf("delete activity %s/%s", workflowID, activityID), batch); err != nil {
 		return err
 	}

@@ -156,8 +156,8 @@ const (
 )
 
 // attempt runs fn in one transaction on a connection of the pool. A
-// writing one commits with its last round trip (tx.finish); one that
-// failed, or only read, is rolled back. The attempt's error is the first
+// writing one commits with its last round trip (tx.finish), a read-only
+// one in a round trip of its own; one that failed is rolled back. The attempt's error is the first
 // the server gave it, if any (firstFailure).
 func (s *Store) attempt(ctx context.Context, readOnly bool, slot int16, fn func(engine.Tx) error) error {
 	conn, err := s.pool.Acquire(ctx)
@@ -178,12 +178,19 @@ func (s *Store) attempt(ctx context.Context, readOnly bool, slot int16, fn func(
 		err = t.finish()
 	}
 	if conn.Conn().PgConn().TxStatus() != 'I' {
-		// Begun and not committed: a failure, a commit that never ran
-		// behind one, or a read-only transaction.
-		// Should the rollback fail, the connection is broken, and the
-		// pool closes it.
+		// Begun and not committed: a read-only transaction, which
+		// commits (the database's count of rollbacks stays a count of
+		// failures), or a failure, or a commit that never ran behind
+		// one. Should the statement fail, the connection is broken, and
+		// the pool closes it.
+		end := "ROLLBACK"
+		if err == nil && f.err == nil {
+			end = "COMMIT"
+		}
 		p.trip()
-		conn.Exec(ctx, "ROLLBACK")
+		if _, cerr := conn.Exec(ctx, end); cerr != nil && err == nil && f.err == nil {
+			err = cerr
+		}
 	}
 	if f.err != nil {
 		// The transaction died with its first failure; what followed it

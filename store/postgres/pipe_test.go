@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -115,4 +116,65 @@ func TestUpdate_AWriteTheDatabaseRefusesFailsTheWholeTransaction(t *testing.T) {
 	if n := trips(t, s, func(tx engine.Tx) error { return tx.PutWorkflow(workflowRecord("later")) }); n != 1 {
 		t.Errorf("a later write took %d round trips, want 1", n)
 	}
+}
+
+func TestUseActivityID_ManyOfOneWorkflowInOneTransactionAskTwice(t *testing.T) {
+	t.Parallel()
+	s := open(t, testpg.Database(t))
+	activity := func(wf, id string) *durablev1.ActivityRecord {
+		return &durablev1.ActivityRecord{Info: &durablev1.PendingActivity{WorkflowId: wf, ActivityId: id, TaskQueue: "q",
+			ActivityType: "T", State: durablev1.ActivityState_ACTIVITY_STATE_SCHEDULED}}
+	}
+	trips(t, s, func(tx engine.Tx) error {
+		if _, err := tx.UseActivityID("w", "old"); err != nil {
+			return err
+		}
+		return tx.PutActivity(activity("w", "old"))
+	})
+	n := trips(t, s, func(tx engine.Tx) error {
+		for i := range 20 {
+			id := fmt.Sprintf("new-%d", i)
+			used, err := tx.UseActivityID("w", id)
+			if err != nil || used {
+				t.Errorf("%s: used %v, %v; want a new id", id, used, err)
+			}
+			if _, err := tx.GetActivity("w", id); !errors.Is(err, engine.ErrNotFound) {
+				t.Errorf("activity %s: %v, want not found", id, err)
+			}
+			if err := tx.PutActivity(activity("w", id)); err != nil {
+				return err
+			}
+		}
+		for _, id := range []string{"old", "new-3"} {
+			if used, err := tx.UseActivityID("w", id); err != nil || !used {
+				t.Errorf("%s: used %v, %v; want used", id, used, err)
+			}
+			if _, err := tx.GetActivity("w", id); err != nil {
+				t.Errorf("activity %s: %v", id, err)
+			}
+		}
+		return nil
+	})
+	if n != 4 { // the first id with its activity, both lists, the activity old, the commit
+		t.Errorf("the transaction took %d round trips, want 4", n)
+	}
+	err := s.View(func(tx engine.Tx) error {
+		for i := range 20 {
+			if _, err := tx.GetActivity("w", fmt.Sprintf("new-%d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("after the commit: %v", err)
+	}
+	trips(t, s, func(tx engine.Tx) error {
+		for _, id := range []string{"new-0", "new-19"} {
+			if used, err := tx.UseActivityID("w", id); err != nil || !used {
+				t.Errorf("%s in a later transaction: used %v, %v; want used", id, used, err)
+			}
+		}
+		return nil
+	})
 }

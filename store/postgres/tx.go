@@ -68,6 +68,9 @@ type tx struct {
 	notices  int // how many notices Notify took
 	// cache holds the records read or written so far (cache.go).
 	cache map[recordKey]cachedRecord
+	// ids holds what the transaction knows of workflows' activity ids
+	// (ids.go).
+	ids map[string]*workflowIDs
 }
 
 var _ engine.Tx = (*tx)(nil)
@@ -370,6 +373,15 @@ func (t *tx) DeleteActivity(workflowID, activityID string) error {
 func (t *tx) UseActivityID(workflowID, activityID string) (bool, error) {
 	if err := firstErr(checkPart("workflow_id", workflowID), checkPart("activity_id", activityID)); err != nil {
 		return false, err
+	}
+	if !t.readOnly {
+		w, err := t.knownIDs(workflowID)
+		if err != nil {
+			return false, err
+		}
+		if w.loaded {
+			return t.useKnownID(w, workflowID, activityID)
+		}
 	}
 	what := fmt.Sprintf("activity id %s/%s", workflowID, activityID)
 	k := recordKey{table: cacheActivity, wf: workflowID, id: activityID}

@@ -173,10 +173,12 @@ func (e *Engine) CompleteActivityTask(ctx context.Context, req *durablev1.Comple
 		}
 		in := a.GetInfo()
 		e.endAttempt(tx, c, in, now, nil, AttemptCompleted)
-		e.appendEvents(tx, w, now,
+		if err := e.appendEvents(tx, w, now,
 			startedEvent(a),
 			&durablev1.HistoryEvent{Type: evActivityCompleted, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Result: req.GetResult(), Identity: req.GetIdentity(), ScheduledEventId: a.GetScheduledEventId()},
-		)
+		); err != nil {
+			return err
+		}
 		return e.finishActivity(tx, c, w, a, FinishedCompleted, now)
 	})
 	return &durablev1.Empty{}, err
@@ -216,10 +218,12 @@ func (e *Engine) failAttempt(tx Tx, c *change, a *durablev1.ActivityRecord, f *d
 	e.endAttempt(tx, c, in, now, f, result)
 	switch d.Outcome {
 	case OutcomeFail:
-		e.appendEvents(tx, w, now,
+		if err := e.appendEvents(tx, w, now,
 			startedEvent(a),
 			&durablev1.HistoryEvent{Type: evActivityFailed, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(), Failure: f, Attempt: in.GetAttempt(), ScheduledEventId: a.GetScheduledEventId()},
-		)
+		); err != nil {
+			return err
+		}
 		return e.finishActivity(tx, c, w, a, FinishedFailed, now)
 	case OutcomeDeadLetter:
 		return e.deadLetter(tx, c, w, a, d.Failure, now)
@@ -251,10 +255,12 @@ func (e *Engine) deadLetter(tx Tx, c *change, w *durablev1.WorkflowRecord, a *du
 		}
 	}
 	c.dropTimers(in.GetWorkflowId(), in.GetActivityId())
-	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
+	if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
 		Type: evActivityDeadLettered, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(),
 		Attempt: in.GetAttempt(), Failure: f, ScheduledEventId: a.GetScheduledEventId(),
-	})
+	}); err != nil {
+		return err
+	}
 	if err := tx.PutActivity(a); err != nil {
 		return err
 	}
@@ -307,7 +313,9 @@ func (e *Engine) finishActivity(tx Tx, c *change, w *durablev1.WorkflowRecord, a
 	}
 	w.Info.PendingActivities--
 	c.remove(in.GetWorkflowId(), in.GetActivityId())
-	e.scheduleWorkflowTask(tx, c, w, now)
+	if err := e.scheduleWorkflowTask(tx, c, w, now); err != nil {
+		return err
+	}
 	if err := tx.PutWorkflow(w); err != nil {
 		return err
 	}

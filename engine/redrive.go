@@ -94,11 +94,13 @@ func (e *Engine) redrive(tx Tx, c *change, p redriveParams) (*durablev1.PendingA
 	}
 	a.Seq = e.nextID(c)
 	w.Info.DeadLetters--
-	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
+	if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
 		Type: evActivityRedriven, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(),
 		ScheduledEventId: a.GetScheduledEventId(), Principal: p.by.Principal, Reason: p.reason,
 		Edit: cloneEdit(p.edit), OperationId: p.operationID,
-	})
+	}); err != nil {
+		return nil, err
+	}
 	if err := tx.PutActivity(a); err != nil {
 		return nil, err
 	}

@@ -91,8 +91,10 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 			return nil
 		}
 		at := w.GetWtDeadline().AsTime()
-		e.appendEvents(tx, w, at, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Attempt: w.GetWtAttempt(),
-			Failure: systemFailure(WorkflowTaskTimeout, "the workflow task was not completed within %s", e.opts.WorkflowTaskTimeout)})
+		if err := e.appendEvents(tx, w, at, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Attempt: w.GetWtAttempt(),
+			Failure: systemFailure(WorkflowTaskTimeout, "the workflow task was not completed within %s", e.opts.WorkflowTaskTimeout)}); err != nil {
+			return err
+		}
 		e.retryWorkflowTask(c, w, at)
 		if err := tx.PutWorkflow(w); err != nil {
 			return err
@@ -186,8 +188,12 @@ func (e *Engine) fireUserTimer(tx Tx, c *change, t Timer, now time.Time) error {
 	if w.GetInfo().GetStatus() != statusRunning {
 		return nil
 	}
-	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evTimerFired, TimerId: t.ID})
-	e.scheduleWorkflowTask(tx, c, w, now)
+	if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evTimerFired, TimerId: t.ID}); err != nil {
+		return err
+	}
+	if err := e.scheduleWorkflowTask(tx, c, w, now); err != nil {
+		return err
+	}
 	if err := tx.PutWorkflow(w); err != nil {
 		return err
 	}

@@ -55,10 +55,14 @@ func (e *Engine) StartWorkflow(ctx context.Context, req *durablev1.StartWorkflow
 			NextEventId: 1,
 			WtState:     wtNone,
 		}
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
+		if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
 			Type: evWorkflowStarted, WorkflowType: req.GetWorkflowType(), TaskQueue: req.GetTaskQueue(), Input: req.GetInput(),
-		})
-		e.scheduleWorkflowTask(tx, c, w, now)
+		}); err != nil {
+			return err
+		}
+		if err := e.scheduleWorkflowTask(tx, c, w, now); err != nil {
+			return err
+		}
 		if err := tx.PutWorkflow(w); err != nil {
 			return err
 		}
@@ -73,7 +77,7 @@ func (e *Engine) StartWorkflow(ctx context.Context, req *durablev1.StartWorkflow
 
 // appendEvents numbers events, stamps those without a time with now and
 // stores them. The caller writes w.
-func (e *Engine) appendEvents(tx Tx, w *durablev1.WorkflowRecord, now time.Time, events ...*durablev1.HistoryEvent) {
+func (e *Engine) appendEvents(tx Tx, w *durablev1.WorkflowRecord, now time.Time, events ...*durablev1.HistoryEvent) error {
 	for _, ev := range events {
 		ev.EventId = w.NextEventId
 		if ev.Time == nil {
@@ -83,34 +87,36 @@ func (e *Engine) appendEvents(tx Tx, w *durablev1.WorkflowRecord, now time.Time,
 	}
 	w.Info.HistoryLength = w.NextEventId - 1
 	if err := tx.AppendEvents(w.GetInfo().GetWorkflowId(), events); err != nil {
-		// AppendEvents only fails with the transaction itself, which the
-		// caller's next Put reports; keep the record consistent meanwhile.
-		e.opts.Logger.Error("append history", "workflow_id", w.GetInfo().GetWorkflowId(), "err", err)
+		return fmt.Errorf("append history of workflow %q: %w", w.GetInfo().GetWorkflowId(), err)
 	}
+	return nil
 }
 
 // scheduleWorkflowTask makes sure the workflow code runs again: it schedules a
 // task, leaves a scheduled one alone, or marks a running one dirty so another
 // follows it. The caller writes w.
-func (e *Engine) scheduleWorkflowTask(tx Tx, c *change, w *durablev1.WorkflowRecord, now time.Time) {
+func (e *Engine) scheduleWorkflowTask(tx Tx, c *change, w *durablev1.WorkflowRecord, now time.Time) error {
 	if w.GetInfo().GetStatus() != statusRunning {
-		return
+		return nil
 	}
 	switch w.GetWtState() {
 	case wtScheduled:
-		return
+		return nil
 	case wtStarted:
 		w.WtDirty = true
-		return
+		return nil
 	}
 	w.WtState = wtScheduled
 	w.WtAttempt = 1
 	w.WtDue = ts(now)
 	w.WtSeq = e.nextID(c)
 	w.WtDirty = false
-	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskScheduled, TaskQueue: w.GetInfo().GetTaskQueue()})
+	if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskScheduled, TaskQueue: w.GetInfo().GetTaskQueue()}); err != nil {
+		return err
+	}
 	q, _ := WorkflowQueueEntryOf(w)
 	c.enqueue(q)
+	return nil
 }
 
 // PollWorkflowTask leases the next workflow task of a queue and returns the
@@ -142,7 +148,9 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 			w.WtDeadline = ts(now.Add(e.opts.WorkflowTaskTimeout))
 			// Started is recorded when the task is handed out, so replay
 			// knows which events the task saw: those before it.
-			e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskStarted, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()})
+			if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskStarted, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()}); err != nil {
+				return 0, err
+			}
 			if err := tx.PutWorkflow(w); err != nil {
 				return 0, err
 			}
@@ -252,7 +260,9 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *durablev1.Comple
 			return err
 		}
 		now := e.now()
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskCompleted, Identity: req.GetIdentity()})
+		if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskCompleted, Identity: req.GetIdentity()}); err != nil {
+			return err
+		}
 		for i, cmd := range req.GetCommands() {
 			if w.GetInfo().GetStatus() != statusRunning {
 				return invalid(fmt.Sprintf("commands[%d]", i), "follows the command that closed the workflow")
@@ -264,7 +274,9 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *durablev1.Comple
 		dirty := w.GetWtDirty()
 		w.WtState, w.WtDirty, w.WtDeadline = wtNone, false, nil
 		if dirty {
-			e.scheduleWorkflowTask(tx, c, w, now)
+			if err := e.scheduleWorkflowTask(tx, c, w, now); err != nil {
+				return err
+			}
 		}
 		if err := tx.PutWorkflow(w); err != nil {
 			return err
@@ -297,10 +309,12 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 		// The event records the options in force, defaults filled in, so
 		// the record is built first with the id the event is about to get.
 		a := e.newActivity(c, w, cmd, w.GetNextEventId(), now)
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
+		if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
 			Type: evActivityScheduled, ActivityId: cmd.GetActivityId(), ActivityType: cmd.GetActivityType(),
 			Input: cmd.GetInput(), ActivityOptions: a.GetInfo().GetOptions(),
-		})
+		}); err != nil {
+			return err
+		}
 		if err := tx.PutActivity(a); err != nil {
 			return err
 		}
@@ -315,18 +329,24 @@ func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i i
 			return invalid(fmt.Sprintf("commands[%d].timer_id", i), "timer %q is already running", cmd.GetTimerId())
 		}
 		ev := &durablev1.HistoryEvent{Type: evTimerStarted, TimerId: cmd.GetTimerId(), TimerDuration: cmd.GetTimerDuration()}
-		e.appendEvents(tx, w, now, ev)
+		if err := e.appendEvents(tx, w, now, ev); err != nil {
+			return err
+		}
 		t := &durablev1.TimerRecord{WorkflowId: id, TimerId: cmd.GetTimerId(), FireTime: ts(now.Add(cmd.GetTimerDuration().AsDuration())), StartedEventId: ev.GetEventId()}
 		if err := tx.PutTimer(t); err != nil {
 			return err
 		}
 		c.addTimer(UserTimerOf(t))
 	case durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW:
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowCompleted, Result: cmd.GetResult()})
+		if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowCompleted, Result: cmd.GetResult()}); err != nil {
+			return err
+		}
 		w.Info.Result = cmd.GetResult()
 		return e.closeWorkflow(tx, c, w, statusCompleted, now)
 	case durablev1.CommandType_COMMAND_TYPE_FAIL_WORKFLOW:
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowFailed, Failure: cmd.GetFailure()})
+		if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowFailed, Failure: cmd.GetFailure()}); err != nil {
+			return err
+		}
 		w.Info.Failure = cmd.GetFailure()
 		return e.closeWorkflow(tx, c, w, statusFailed, now)
 	default:
@@ -374,9 +394,13 @@ func (e *Engine) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkfl
 		}
 		now := e.now()
 		f := req.GetFailure()
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Failure: f, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()})
+		if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Failure: f, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()}); err != nil {
+			return err
+		}
 		if f.GetNonRetryable() {
-			e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowFailed, Failure: f})
+			if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowFailed, Failure: f}); err != nil {
+				return err
+			}
 			w.Info.Failure = f
 			w.WtState, w.WtDirty, w.WtDeadline = wtNone, false, nil
 			if err := e.closeWorkflow(tx, c, w, statusFailed, now); err != nil {

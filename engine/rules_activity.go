@@ -228,6 +228,15 @@ func (s *step) finish(w *durablev1.WorkflowRecord, outcome string, now time.Time
 	s.Workflow = w
 }
 
+// maxAttemptsOf is the attempt whose failure dead-letters an activity with
+// these options: the policy's, or the daemon's --dlq-after-attempts.
+func maxAttemptsOf(opts *durablev1.ActivityOptions, d PolicyDefaults) int32 {
+	if n := opts.GetRetryPolicy().GetMaxAttempts(); n > 0 {
+		return n
+	}
+	return d.MaxAttempts
+}
+
 // timerVerdict is what a due activity timer does.
 type timerVerdict struct {
 	kind verdictKind

@@ -7,7 +7,6 @@ import (
 
 	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -125,8 +124,10 @@ func leasedWithWorkflow(tx Tx, token []byte) (*durablev1.ActivityRecord, *durabl
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// A stale token is refused without reading the workflow (the rule
+	// refuses it again, on its own).
 	if err := liveLease(a, t); err != nil {
-		return nil, nil, nil, err // before the workflow is read, as it need not be
+		return nil, nil, nil, err
 	}
 	w, err := tx.GetWorkflow(a.GetInfo().GetWorkflowId())
 	if err != nil {
@@ -196,67 +197,4 @@ func (e *Engine) RecordHeartbeat(ctx context.Context, req *durablev1.HeartbeatRe
 		return nil, err
 	}
 	return resp, nil
-}
-
-// noteQueued tells the in-memory index about an activity that has just been
-// queued: its queue entry and its timers under the policy in force (the
-// schedule-to-close one only when it is new, on scheduling and redrive).
-func (e *Engine) noteQueued(c *change, a *durablev1.ActivityRecord, newBudget bool) {
-	if q, ok := QueueEntryOf(a); ok {
-		c.enqueue(q)
-	}
-	for _, t := range e.timersOf(a) {
-		if t.Kind != ScheduleToCloseTimer || newBudget {
-			c.addTimer(t)
-		}
-	}
-}
-
-// newActivity builds the record of a freshly scheduled activity, filling the
-// options' defaults so describe shows what is in force.
-func (e *Engine) newActivity(c *change, w *durablev1.WorkflowRecord, cmd *durablev1.Command, scheduledEventID int64, now time.Time) *durablev1.ActivityRecord {
-	opts := proto.Clone(cmd.GetActivityOptions()).(*durablev1.ActivityOptions)
-	if opts == nil {
-		opts = &durablev1.ActivityOptions{}
-	}
-	if opts.TaskQueue == "" {
-		opts.TaskQueue = w.GetInfo().GetTaskQueue()
-	}
-	e.fillTimeoutDefaults(opts)
-	in := &durablev1.PendingActivity{
-		WorkflowId:      w.GetInfo().GetWorkflowId(),
-		ActivityId:      cmd.GetActivityId(),
-		ActivityType:    cmd.GetActivityType(),
-		TaskQueue:       opts.GetTaskQueue(),
-		State:           stateScheduled,
-		Attempt:         1,
-		MaxAttempts:     e.maxAttemptsOf(opts),
-		ScheduledTime:   ts(now),
-		NextAttemptTime: ts(now),
-		Options:         opts,
-		IdempotencyKey:  w.GetInfo().GetWorkflowId() + "/" + cmd.GetActivityId(),
-	}
-	if s := opts.GetScheduleToCloseTimeout().AsDuration(); s > 0 {
-		in.ExpirationTime = ts(now.Add(s))
-	}
-	return &durablev1.ActivityRecord{
-		Info: in, Input: cmd.GetInput(), ScheduledEventId: scheduledEventID,
-		WorkflowType: w.GetInfo().GetWorkflowType(), Seq: e.nextID(c),
-	}
-}
-
-// fillTimeoutDefaults gives options without a start-to-close timeout the
-// schedule-to-close budget as one, or else the daemon's default, so that
-// every attempt has a lease that ends.
-func (e *Engine) fillTimeoutDefaults(opts *durablev1.ActivityOptions) {
-	fillStartToClose(opts, e.opts.DefaultStartToClose)
-}
-
-// maxAttemptsOf is the attempt whose failure dead-letters an activity with
-// these options: the policy's, or the daemon's --dlq-after-attempts.
-func (e *Engine) maxAttemptsOf(opts *durablev1.ActivityOptions) int32 {
-	if n := opts.GetRetryPolicy().GetMaxAttempts(); n > 0 {
-		return n
-	}
-	return int32(e.opts.DLQAfterAttempts)
 }

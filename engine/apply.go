@@ -9,19 +9,31 @@ import (
 // rules.go) reaches the store and the change here, and nowhere else.
 
 // env is the ruleEnv of a transition collecting its changes in c: the
-// overrides in force now, the engine's settings, its jitter generator and
-// its id sequence.
+// overrides in force now, the engine's settings, and c's drawer (the
+// engine's jitter generator and id sequence), kept in c so that building an
+// env allocates nothing.
 func (e *Engine) env(c *change) ruleEnv {
+	c.draw = engineDraw{e: e, c: c}
 	return ruleEnv{
 		Overrides:           e.overrideTable(),
 		Defaults:            e.policyDefaults(),
 		MaxAttemptRecords:   e.opts.MaxAttemptRecords,
 		WorkflowTaskTimeout: e.opts.WorkflowTaskTimeout,
-		JitterFunc:          e.jitter,
-		NextIDFunc:          func() int64 { return e.nextID(c) },
-		LeaseIDFunc:         newLeaseID,
+		Draw:                &c.draw,
 	}
 }
+
+// engineDraw is the drawer of the rules run for change c: the engine's
+// seeded jitter generator, its id sequence (which notes in c that an id was
+// used), and the operating system's CSPRNG for lease ids.
+type engineDraw struct {
+	e *Engine
+	c *change
+}
+
+func (d *engineDraw) Jitter(b time.Duration) time.Duration { return d.e.jitter(b) }
+func (d *engineDraw) NextID() int64                        { return d.e.nextID(d.c) }
+func (d *engineDraw) LeaseID() int64                       { return newLeaseID() }
 
 // applyStep writes a step and does its effects, in one order: the history, the
 // step's activity (unless it finishes), the activities and timers it
@@ -113,6 +125,8 @@ func (e *Engine) do(tx Tx, c *change, s *step, ef *effect) error {
 		c.observe(observation{kind: obsDeadLettered, activityType: in.GetActivityType()})
 		e.opts.Logger.Warn("activity dead-lettered", "workflow_id", in.GetWorkflowId(), "activity_id", in.GetActivityId(),
 			"activity_type", in.GetActivityType(), "attempts", in.GetAttempt(), "failure_type", ef.failure.GetType())
+	case effDeleteTimer:
+		return tx.DeleteTimer(ef.timer.WorkflowID, ef.timer.ID)
 	case effCloseWorkflow:
 		return e.dropPending(tx, c, s.Workflow.GetInfo().GetWorkflowId(), ef.at)
 	default:

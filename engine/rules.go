@@ -46,12 +46,17 @@ type ruleEnv struct {
 	MaxAttemptRecords int
 	// WorkflowTaskTimeout is how long a workflow task's lease lasts.
 	WorkflowTaskTimeout time.Duration
-	// JitterFunc draws the delay before a retry from its backoff.
-	JitterFunc func(time.Duration) time.Duration
-	// NextIDFunc hands out the next queue sequence number.
-	NextIDFunc func() int64
-	// LeaseIDFunc returns a fresh lease id.
-	LeaseIDFunc func() int64
+	// Draw is where the jitter and the ids come from.
+	Draw drawer
+}
+
+// drawer is what a rule draws and may not make up: the delay before a retry
+// (full jitter of its backoff), the next queue sequence number, a fresh
+// lease id.
+type drawer interface {
+	Jitter(backoff time.Duration) time.Duration
+	NextID() int64
+	LeaseID() int64
 }
 
 // view is the activity as its next decision sees it, under the override in
@@ -109,6 +114,9 @@ const (
 	// (metrics, the redrive operation that released it, if any) and logs
 	// failure.
 	effDeadLettered
+	// effDeleteTimer deletes the record of workflow timer timer, which
+	// fired.
+	effDeleteTimer
 	// effCloseWorkflow drops what the step's workflow, closed at at, left
 	// pending (its activities, kept as finished) and wakes whoever waits
 	// for it to close.
@@ -131,7 +139,16 @@ type effect struct {
 	operation string
 }
 
-func (s *step) effect(ef ...effect) { s.Effects = append(s.Effects, ef...) }
+// stepCap is room for the effects and the events of most transitions (a
+// completion has three of each), so that a step allocates each slice once.
+const stepCap = 3
+
+func (s *step) effect(ef ...effect) {
+	if s.Effects == nil {
+		s.Effects = make([]effect, 0, max(len(ef), stepCap))
+	}
+	s.Effects = append(s.Effects, ef...)
+}
 
 // record numbers events after the last of w's history, stamps those without
 // a time with now and adds them to the step. The runtime appends them in
@@ -145,6 +162,9 @@ func (s *step) record(w *durablev1.WorkflowRecord, now time.Time, events ...*dur
 		w.NextEventId++
 	}
 	w.Info.HistoryLength = w.NextEventId - 1
+	if s.Events == nil {
+		s.Events = make([]*durablev1.HistoryEvent, 0, max(len(events), stepCap))
+	}
 	s.Events = append(s.Events, events...)
 	s.Workflow = w
 }

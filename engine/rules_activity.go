@@ -22,7 +22,7 @@ func leaseActivity(a *durablev1.ActivityRecord, q QueueEntry, identity string, n
 	}
 	in := a.GetInfo()
 	waited := now.Sub(in.GetNextAttemptTime().AsTime())
-	a.LeaseId = env.LeaseIDFunc()
+	a.LeaseId = env.Draw.LeaseID()
 	in.State = stateStarted
 	in.LastStartedTime = ts(now)
 	in.LastWorkerIdentity = identity
@@ -31,11 +31,10 @@ func leaseActivity(a *durablev1.ActivityRecord, q QueueEntry, identity string, n
 	deadline, _ := LeaseDeadline(view)
 	in.LeaseDeadline = ts(deadline)
 	addAttempt(in, &durablev1.AttemptRecord{Attempt: in.GetAttempt(), Identity: identity, StartedTime: ts(now)}, env.MaxAttemptRecords)
-	s := step{Activity: a}
-	s.effect(
-		effect{kind: effSetTimer, timer: Timer{Due: deadline, Kind: ActivityLeaseTimer, WorkflowID: in.GetWorkflowId(), ID: in.GetActivityId()}},
-		effect{kind: effObserve, obs: observation{kind: obsStarted, activityType: in.GetActivityType(), attempt: in.GetAttempt(), d: max(waited, 0)}},
-	)
+	s := step{Activity: a, Effects: []effect{
+		{kind: effSetTimer, timer: Timer{Due: deadline, Kind: ActivityLeaseTimer, WorkflowID: in.GetWorkflowId(), ID: in.GetActivityId()}},
+		{kind: effObserve, obs: observation{kind: obsStarted, activityType: in.GetActivityType(), attempt: in.GetAttempt(), d: max(waited, 0)}},
+	}}
 	return s, &durablev1.ActivityTask{
 		TaskToken:        encodeToken(&durablev1.TaskToken{WorkflowId: in.GetWorkflowId(), ActivityId: in.GetActivityId(), Attempt: in.GetAttempt(), LeaseId: a.GetLeaseId()}),
 		WorkflowId:       in.GetWorkflowId(),
@@ -134,7 +133,7 @@ func (s *step) failAttempt(a *durablev1.ActivityRecord, w *durablev1.WorkflowRec
 	in := a.GetInfo()
 	s.Activity = a
 	setLastFailure(in, f)
-	d := Decide(env.view(in), f, now, env.JitterFunc)
+	d := Decide(env.view(in), f, now, env.Draw.Jitter)
 	result := resultOf(d.Outcome)
 	if timedOut {
 		result = AttemptTimedOut
@@ -156,7 +155,7 @@ func (s *step) failAttempt(a *durablev1.ActivityRecord, w *durablev1.WorkflowRec
 	in.Attempt++
 	in.NextAttemptTime = ts(d.Next)
 	in.LeaseDeadline = nil
-	a.Seq = env.NextIDFunc()
+	a.Seq = env.Draw.NextID()
 	s.queued(a, false, env)
 }
 

@@ -37,7 +37,7 @@ func redriveLetter(a *durablev1.ActivityRecord, w *durablev1.WorkflowRecord, p r
 	if stc := in.GetOptions().GetScheduleToCloseTimeout().AsDuration(); stc > 0 {
 		in.ExpirationTime = ts(now.Add(stc))
 	}
-	a.Seq = env.NextIDFunc()
+	a.Seq = env.Draw.NextID()
 	w.Info.DeadLetters--
 	s := step{Activity: a}
 	s.record(w, now, &durablev1.HistoryEvent{

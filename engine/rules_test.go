@@ -24,16 +24,20 @@ func at(d time.Duration) time.Time { return r0.Add(d) }
 // sequence numbers count from 101 and whose lease ids count from 7001.
 func ruleSetup(t *testing.T) *ruleEnv {
 	t.Helper()
-	next, lease := int64(100), int64(7000)
 	return &ruleEnv{
 		Defaults:            PolicyDefaults{MaxAttempts: 5, StartToClose: 10 * time.Minute},
 		MaxAttemptRecords:   100,
 		WorkflowTaskTimeout: 10 * time.Second,
-		JitterFunc:          func(d time.Duration) time.Duration { return d / 2 },
-		NextIDFunc:          func() int64 { next++; return next },
-		LeaseIDFunc:         func() int64 { lease++; return lease },
+		Draw:                &countingDraw{next: 100, lease: 7000},
 	}
 }
+
+// countingDraw halves every backoff and counts ids up.
+type countingDraw struct{ next, lease int64 }
+
+func (d *countingDraw) Jitter(b time.Duration) time.Duration { return b / 2 }
+func (d *countingDraw) NextID() int64                        { d.next++; return d.next }
+func (d *countingDraw) LeaseID() int64                       { d.lease++; return d.lease }
 
 // scheduledActivity is activity "a" of workflow "wf", attempt 1 of 3, due at
 // r0, with a 30 s start-to-close timeout and a backoff of 1 s doubling.
@@ -141,6 +145,8 @@ func effectLines(effs []effect) []string {
 			l = fmt.Sprintf("finish %s at %s", ef.outcome, rel(ef.at))
 		case effDeadLettered:
 			l = fmt.Sprintf("dead-lettered %s operation %q", ef.failure.GetType(), ef.operation)
+		case effDeleteTimer:
+			l = fmt.Sprintf("delete user timer %s/%s", ef.timer.WorkflowID, ef.timer.ID)
 		case effCloseWorkflow:
 			l = fmt.Sprintf("close workflow at %s", rel(ef.at))
 		default:

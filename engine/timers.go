@@ -87,20 +87,9 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		if err != nil {
 			return ignoreNotFound(err)
 		}
-		if w.GetWtState() != wtStarted || w.GetWtDeadline().AsTime().After(t.Due) {
-			return nil
-		}
-		at := w.GetWtDeadline().AsTime()
-		if err := e.appendEvents(tx, w, at, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Attempt: w.GetWtAttempt(),
-			Failure: systemFailure(WorkflowTaskTimeout, "the workflow task was not completed within %s", e.opts.WorkflowTaskTimeout)}); err != nil {
-			return err
-		}
-		e.retryWorkflowTask(c, w, at)
-		if err := tx.PutWorkflow(w); err != nil {
-			return err
-		}
-		c.workflow(w)
-		return nil
+		env := e.env(c)
+		s := workflowTaskTimeout(w, t, &env)
+		return e.applyStep(tx, c, &s)
 	}
 	a, err := tx.GetActivity(t.WorkflowID, t.ID)
 	if err != nil {
@@ -125,30 +114,19 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 }
 
 func (e *Engine) fireUserTimer(tx Tx, c *change, t Timer, now time.Time) error {
-	if rec, err := tx.GetTimer(t.WorkflowID, t.ID); err != nil || !rec.GetFireTime().AsTime().Equal(t.Due) {
-		return ignoreNotFound(err)
-	}
-	if err := tx.DeleteTimer(t.WorkflowID, t.ID); err != nil {
-		return err
-	}
-	w, err := tx.GetWorkflow(t.WorkflowID)
+	rec, err := tx.GetTimer(t.WorkflowID, t.ID)
 	if err != nil {
 		return ignoreNotFound(err)
 	}
-	if w.GetInfo().GetStatus() != statusRunning {
-		return nil
-	}
-	if err := e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evTimerFired, TimerId: t.ID}); err != nil {
+	w, err := tx.GetWorkflow(t.WorkflowID)
+	if errors.Is(err, ErrNotFound) {
+		w = nil // the timer goes all the same
+	} else if err != nil {
 		return err
 	}
-	if err := e.scheduleWorkflowTask(tx, c, w, now); err != nil {
-		return err
-	}
-	if err := tx.PutWorkflow(w); err != nil {
-		return err
-	}
-	c.workflow(w)
-	return nil
+	env := e.env(c)
+	s := fireUserTimer(rec, w, t, now, &env)
+	return e.applyStep(tx, c, &s)
 }
 
 func ignoreNotFound(err error) error {

@@ -8,11 +8,12 @@
 //     ruleEnv (settings, overrides, jitter, ids), returning the records as
 //     they become, history events and effects; each has a table test.
 //     rules_activity.go: lease, heartbeat, completion, failure (failAttempt,
-//     the one retry path, for reported failures and expired leases alike),
-//     the dead letter and the activity timers. rules_workflow.go: workflow
-//     starts, workflow tasks and their commands, their timeout, workflow
-//     timers. rules_redrive.go: a dead letter back to attempt 1. apply.go:
-//     the runtime's half, which writes a rule's step and does its effects.
+//     the one retry path, for reported failures and expired leases alike)
+//     and the dead letter. rules_workflow.go: workflow starts, workflow
+//     tasks and their commands. rules_redrive.go: a dead letter back to
+//     attempt 1. rules_timers.go: what each timer does when it comes due.
+//     apply.go: the runtime's half, which writes a rule's step and does its
+//     effects.
 //   - retry.go: the retry rule (Decide) and the lease deadline (LeaseDeadline),
 //     pure functions of the activity, the failure and the time.
 //   - policy.go: the options in force (InForce), the code's with the policy

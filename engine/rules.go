@@ -2,19 +2,20 @@ package engine
 
 // Rules and runtime.
 //
-// The rules of durable are the functions of the rules_*.go files, one file
-// per kind of record (rules_activity.go, rules_workflow.go,
-// rules_redrive.go). Each transition is a function of the records it reads,
-// the request, the time and a ruleEnv (the daemon's settings, the policy
-// overrides in force, and whatever is random or id-like: the jitter step,
-// queue sequence numbers, lease ids). It returns a step: the records as they
-// become, the history events to append (numbered and stamped) and effects,
-// plain values that say what else must happen (a task queued, a timer set,
-// an activity kept as finished, a workflow closed, something for the
-// Observer). A rule reads no clock, no store and no lock, and starts no
-// goroutine; it returns a typed error for an illegal pair (a stale lease, a
-// command after the one that closed the workflow). Its table test is
-// rules_*_test.go beside it.
+// The rules of durable are the functions of the rules_*.go files: those of
+// an activity (rules_activity.go), of a workflow and its tasks
+// (rules_workflow.go), of a redrive (rules_redrive.go) and of timers that
+// come due (rules_timers.go). Each transition is a function of the records
+// it reads, the request, the time and a ruleEnv (the daemon's settings, the
+// policy overrides in force, and a drawer for whatever is random or
+// id-like: the jitter step, queue sequence numbers, lease ids). It returns
+// a step: the records as they become, the history events to append
+// (numbered and stamped) and effects, plain values that say what else must
+// happen (a task queued, a timer set, an activity kept as finished, a
+// workflow closed, something for the Observer). A rule reads no clock, no
+// store and no lock, and starts no goroutine; it returns a typed error for
+// an illegal pair (a stale lease, a command after the one that closed the
+// workflow). Its table test is the rules_*_test.go beside it.
 //
 // A rule owns the records it is given: it changes them in place and returns
 // them in the step. The runtime reads fresh copies in its transaction for
@@ -22,11 +23,11 @@ package engine
 //
 // The runtime begins where a rule is called: the Engine methods of
 // activity.go, workflow.go, timers.go and redrive.go read the records in a
-// store transaction, call the rule, and hand its step to applyStep (apply.go),
-// which writes the records and events and does the effects through the Tx
-// and the change, always in the same order. Queues, timers, polls, watchers
-// and batches (batch.go, index.go, poll.go, runtime*.go) never decide
-// anything a rule decides.
+// store transaction, call the rule, and hand its step to applyStep
+// (apply.go), which writes the records and events and does the effects
+// through the Tx and the change, always in the same order. Queues, timers,
+// polls, watchers and batches (batch.go, index.go, poll.go, runtime*.go)
+// never decide anything a rule decides.
 
 import (
 	"time"

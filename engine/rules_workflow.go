@@ -252,36 +252,3 @@ func (s *step) retryWorkflowTask(w *durablev1.WorkflowRecord, now time.Time, env
 	s.effect(effect{kind: effEnqueue, entry: q})
 	s.Workflow = w
 }
-
-// workflowTaskTimeout fails a workflow task whose lease timer t fired, as
-// of its deadline, and schedules it again: unless the task has ended or
-// been leased again (a later deadline) since the timer was set.
-func workflowTaskTimeout(w *durablev1.WorkflowRecord, t Timer, env *ruleEnv) step {
-	if w.GetWtState() != wtStarted || w.GetWtDeadline().AsTime().After(t.Due) {
-		return step{}
-	}
-	at := w.GetWtDeadline().AsTime()
-	var s step
-	s.record(w, at, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Attempt: w.GetWtAttempt(),
-		Failure: systemFailure(WorkflowTaskTimeout, "the workflow task was not completed within %s", env.WorkflowTaskTimeout)})
-	s.retryWorkflowTask(w, at, env)
-	return s
-}
-
-// fireUserTimer fires workflow timer t at now: its record (rec; nil if
-// gone) goes, and a running workflow w (nil if gone) records TimerFired and
-// runs again. An entry whose record has another fire time is left behind by
-// an earlier timer of that id and does nothing.
-func fireUserTimer(rec *durablev1.TimerRecord, w *durablev1.WorkflowRecord, t Timer, now time.Time, env *ruleEnv) step {
-	var s step
-	if rec == nil || !rec.GetFireTime().AsTime().Equal(t.Due) {
-		return s
-	}
-	s.effect(effect{kind: effDeleteTimer, timer: t})
-	if w == nil || w.GetInfo().GetStatus() != statusRunning {
-		return s
-	}
-	s.record(w, now, &durablev1.HistoryEvent{Type: evTimerFired, TimerId: t.ID})
-	s.scheduleWorkflowTask(w, now, env)
-	return s
-}

@@ -52,9 +52,11 @@ func (t *tx) Prefetch(keys []engine.RecordKey) error {
 	if len(actWfs) > 0 {
 		// The state and queue columns are the record's (PutActivity
 		// writes them from it): its count, known without decoding it.
+		// A lateral join: one probe of the primary key per key, whatever
+		// the planner guesses of the array's length.
 		batch.Queue(`SELECT a.workflow_id, a.activity_id, a.record, a.state, a.task_queue
-			FROM unnest($1::bytea[], $2::bytea[]) AS k (workflow_id, activity_id)
-			JOIN activities a ON a.workflow_id = k.workflow_id AND a.activity_id = k.activity_id`, actWfs, actIDs).
+			FROM unnest($1::bytea[], $2::bytea[]) AS k (workflow_id, activity_id),
+			LATERAL (SELECT * FROM activities WHERE workflow_id = k.workflow_id AND activity_id = k.activity_id) a`, actWfs, actIDs).
 			Query(func(rows pgx.Rows) error {
 				var wf, id, v, queue []byte
 				var state int16

@@ -124,8 +124,15 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 		if e.gate.err() != nil {
 			return false, time.Time{}, nil // a lease is a write: see PollActivityTask
 		}
+		// What the lease transaction handed out is the poll's answer only
+		// when take reports a lease: the store may run the transaction
+		// again after a conflict, and the run that commits may find the
+		// task gone to another node and not call this at all, so an
+		// earlier run's lease, rolled back, must not reach the answer.
 		var startedID int64
+		var leased *durablev1.PollWorkflowTaskResponse
 		ok, next, err := e.rt.take(k, now, 1, func(tx Tx, c *change, entries []QueueEntry) (int, error) {
+			leased = nil
 			q := entries[0]
 			w, err := tx.GetWorkflow(q.WorkflowID)
 			if errors.Is(err, ErrNotFound) {
@@ -149,10 +156,12 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 			c.addTimer(WorkflowTimersOf(w)...)
 			c.workflow(w) // watchers see its task leave the queue
 			startedID = w.GetNextEventId() - 1
-			resp.TaskToken = encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()})
-			resp.WorkflowId = w.GetInfo().GetWorkflowId()
-			resp.WorkflowType = w.GetInfo().GetWorkflowType()
-			resp.Attempt = w.GetWtAttempt()
+			leased = &durablev1.PollWorkflowTaskResponse{
+				TaskToken:    encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()}),
+				WorkflowId:   w.GetInfo().GetWorkflowId(),
+				WorkflowType: w.GetInfo().GetWorkflowType(),
+				Attempt:      w.GetWtAttempt(),
+			}
 			return 1, nil
 		})
 		if err != nil {
@@ -164,6 +173,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 		if !ok {
 			return false, next, nil
 		}
+		resp.TaskToken, resp.WorkflowId, resp.WorkflowType, resp.Attempt = leased.TaskToken, leased.WorkflowId, leased.WorkflowType, leased.Attempt
 		// The history is read outside the batcher, where reads run in
 		// parallel, and cut at this task's Started: events that land
 		// meanwhile belong to the next task.

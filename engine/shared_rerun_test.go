@@ -2,6 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -14,13 +18,17 @@ import (
 	pgstore "github.com/tinyllm/durable/store/postgres"
 )
 
-// conflictingStore is a PostgreSQL store whose next transaction that
-// claims a task of a given kind loses a conflict: its first run ends with a
-// serialization failure (40001) after the engine's work, as when another
-// transition of its batch conflicted with another node's, and before the
-// store runs it again, between runs, runs. It is how a poll's lease
-// transaction, run again, finds the task it leased in its first run gone to
-// another node.
+// conflictingStore is a PostgreSQL store that makes transactions lose a
+// conflict: the first run of a chosen transaction ends with a serialization
+// failure (40001) after all of the engine's work, as when another
+// transition of its batch conflicted with another node's, and the store
+// runs it again. Armed by conflictOnce, it picks the next transaction that
+// claims a task of a given kind and runs a function between the two runs
+// (how a poll's lease transaction, run again, finds the task it leased in
+// its first run gone to another node); with conflictEvery it picks
+// transactions at random and pauses between the runs, which widens the
+// window in which other nodes act (a provocation, not a wait for a
+// condition).
 type conflictingStore struct {
 	*pgstore.Store
 
@@ -29,6 +37,11 @@ type conflictingStore struct {
 	armed    bool
 	between  func()
 	conflict int // transactions made to conflict
+
+	// One transaction in conflictEvery, at random, conflicts once (0:
+	// none) and pauses for up to pause before it runs again.
+	conflictEvery int
+	pause         time.Duration
 }
 
 // conflictOnce arms s: the next transaction that claims a task of kind
@@ -60,6 +73,14 @@ func (s *conflictingStore) Update(fn func(engine.Tx) error) error {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.conflictEvery > 0 && rand.IntN(s.conflictEvery) == 0 {
+			s.conflict++
+			if s.pause > 0 {
+				pause := time.Duration(rand.Int64N(int64(s.pause)))
+				between = func() { time.Sleep(pause) }
+			}
+			return &pgconn.PgError{Code: "40001", Message: "could not serialize access due to concurrent update (made by the test)"}
+		}
 		if !s.armed || !spy.claimed[s.kind] {
 			return nil
 		}
@@ -217,4 +238,158 @@ func complete(e *engine.Engine, kind engine.TaskKind, token []byte) (*durablev1.
 		return e.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: token})
 	}
 	return e.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{TaskToken: token, Result: []byte("1")})
+}
+
+// TestSharedNodesHandEachTaskOutOnceWhileTransactionsConflict: three nodes,
+// each with pollers of both kinds on one queue and short polls, and stores
+// that make one transaction in four lose a conflict after its first run
+// and pause before the next, so that the other nodes claim in between.
+// Workflows fan out activities that fail their first attempt. Every
+// attempt and every workflow task is handed out once, every report the
+// pollers make is accepted, and every workflow completes.
+func TestSharedNodesHandEachTaskOutOnceWhileTransactionsConflict(t *testing.T) {
+	t.Parallel()
+	const (
+		workflows   = 6
+		perWorkflow = 8
+		pollers     = 2 // of each kind, per node
+	)
+	dsn := testpg.Database(t)
+	opts := engine.Options{PollTimeout: 200 * time.Millisecond, WorkflowTaskTimeout: hangAfter, Logger: slog.New(slog.DiscardHandler),
+		Jitter: func(d time.Duration) time.Duration { return d }}
+	var engines []*engine.Engine
+	var stores []*conflictingStore
+	for _, name := range []string{"a", "b", "c"} {
+		st, err := pgstore.Open(dsn, pgstore.Options{MaxConns: 4, Node: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := &conflictingStore{Store: st, conflictEvery: 4, pause: 5 * time.Millisecond}
+		e, err := engine.New(cs, opts)
+		if err != nil {
+			st.Close()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			e.Close()
+			st.Close()
+		})
+		engines, stores = append(engines, e), append(stores, cs)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range workflows {
+		if _, err := engines[i%3].StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: fmt.Sprint("wf-", i), WorkflowType: "FanOut", TaskQueue: "q"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var mu sync.Mutex
+	handed := map[string]int{} // attempt or workflow task → times handed out
+	var problems []string
+	problem := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		problems = append(problems, fmt.Sprintf(format, args...))
+	}
+	hand := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if handed[what]++; handed[what] == 2 {
+			problems = append(problems, what+" handed out twice")
+		}
+	}
+	activityOpts := &durablev1.ActivityOptions{StartToCloseTimeout: dur(hangAfter), RetryPolicy: &durablev1.RetryPolicy{InitialMs: 1, MaxIntervalMs: 10}}
+	var wg sync.WaitGroup
+	for n, e := range engines {
+		for p := range pollers {
+			identity := fmt.Sprintf("%d-%d", n, p)
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					r, err := e.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: identity, MaxTasks: 3})
+					if err != nil {
+						problem("activity poll: %v", err)
+						return
+					}
+					for _, task := range r.GetTasks() {
+						hand(fmt.Sprintf("attempt %d of %s/%s", task.GetAttempt(), task.GetWorkflowId(), task.GetActivityId()))
+						var err error
+						if task.GetAttempt() == 1 {
+							_, err = e.FailActivityTask(ctx, &durablev1.FailActivityRequest{TaskToken: task.GetTaskToken(), Failure: &durablev1.Failure{Type: "Flaky", Message: "first attempt"}})
+						} else {
+							_, err = e.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{TaskToken: task.GetTaskToken(), Result: []byte("1")})
+						}
+						if err != nil && ctx.Err() == nil {
+							problem("report of attempt %d of %s/%s: %v", task.GetAttempt(), task.GetWorkflowId(), task.GetActivityId(), err)
+						}
+					}
+				}
+			})
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					r, err := e.PollWorkflowTask(ctx, &durablev1.PollWorkflowTaskRequest{TaskQueue: "q", Identity: identity})
+					if err != nil {
+						problem("workflow poll: %v", err)
+						return
+					}
+					if len(r.GetTaskToken()) == 0 {
+						continue
+					}
+					h := r.GetHistory()
+					if len(h) == 0 {
+						problem("workflow task of %s handed out without history", r.GetWorkflowId())
+						continue
+					}
+					hand(fmt.Sprintf("workflow task of %s at event %d", r.GetWorkflowId(), h[len(h)-1].GetEventId()))
+					scheduled, completed := 0, 0
+					for _, ev := range h {
+						switch ev.GetType() {
+						case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+							scheduled++
+						case durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+							completed++
+						}
+					}
+					var cmds []*durablev1.Command
+					switch {
+					case scheduled == 0:
+						for i := range perWorkflow {
+							cmds = append(cmds, &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: strconv.Itoa(i), ActivityType: "Work", ActivityOptions: activityOpts})
+						}
+					case completed == perWorkflow:
+						cmds = append(cmds, &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW})
+					}
+					if _, err := e.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: r.GetTaskToken(), Commands: cmds}); err != nil && ctx.Err() == nil {
+						problem("report of the workflow task of %s at event %d: %v", r.GetWorkflowId(), h[len(h)-1].GetEventId(), err)
+					}
+				}
+			})
+		}
+	}
+	for i := range workflows {
+		wctx, wcancel := context.WithTimeout(ctx, hangAfter)
+		for {
+			d, err := engines[(i+1)%3].DescribeWorkflow(wctx, &durablev1.DescribeWorkflowRequest{WorkflowId: fmt.Sprint("wf-", i), WaitForClose: true})
+			if err != nil {
+				t.Fatalf("waiting for wf-%d to close: %v (so far: %v)", i, err, problems)
+			}
+			if d.GetWorkflow().GetStatus() != durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING {
+				break
+			}
+		}
+		wcancel()
+	}
+	cancel()
+	wg.Wait()
+	conflicts := 0
+	for _, s := range stores {
+		conflicts += s.conflicts()
+	}
+	t.Logf("%d tasks handed out, %d transactions made to conflict", len(handed), conflicts)
+	if conflicts == 0 {
+		t.Error("no transaction was made to conflict")
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
 }

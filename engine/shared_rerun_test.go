@@ -393,3 +393,63 @@ func TestSharedNodesHandEachTaskOutOnceWhileTransactionsConflict(t *testing.T) {
 		t.Error(p)
 	}
 }
+
+// TestSharedNodesCountALeaseFromTheRunOfItsTransactionThatCommits: a
+// poll's lease transaction loses a conflict and, by the time it runs
+// again, the clock has moved on 5 s (a node whose batches wait behind
+// conflicting ones). The lease it hands out counts from the run that
+// committed: an attempt's deadline is start-to-close from then, and a
+// workflow task is still held a whole task timeout after the poll began.
+func TestSharedNodesCountALeaseFromTheRunOfItsTransactionThatCommits(t *testing.T) {
+	t.Parallel()
+	const late = 5 * time.Second
+	clock := engine.NewFakeClock(t0)
+	st, err := pgstore.Open(testpg.Database(t), pgstore.Options{MaxConns: 4, Node: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &conflictingStore{Store: st}
+	e, err := engine.New(cs, engine.Options{Clock: clock, WorkflowTaskTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.Close()
+		st.Close()
+	})
+	ctx := context.Background()
+	if _, err := e.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: "wf", WorkflowType: "W", TaskQueue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	cs.conflictOnce(engine.WorkflowTask, func() { clock.Advance(late) })
+	wt := pollWorkflowOn(t, e)
+	// A task timeout after the poll began, half of it after the lease.
+	clock.Advance(10*time.Second - late + time.Millisecond)
+	if _, err := e.DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: "wf"}); err != nil {
+		t.Fatal(err) // fires what is due
+	}
+	if _, err := e.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Commands: []*durablev1.Command{{
+		Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: "1", ActivityType: "Charge",
+		ActivityOptions: &durablev1.ActivityOptions{StartToCloseTimeout: dur(time.Minute)},
+	}}}); err != nil {
+		t.Fatalf("completing a workflow task %s after its lease committed: %v", 10*time.Second-late, err)
+	}
+
+	cs.conflictOnce(engine.ActivityTask, func() { clock.Advance(late) })
+	began := clock.Now()
+	r, err := e.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.GetTasks()) != 1 {
+		t.Fatalf("got %d tasks, want 1", len(r.GetTasks()))
+	}
+	task := r.GetTasks()[0]
+	if got, want := task.GetStartedTime().AsTime(), began.Add(late); !got.Equal(want) {
+		t.Errorf("started %s, want %s (when the lease committed)", got, want)
+	}
+	if got, want := task.GetDeadline().AsTime(), began.Add(late+time.Minute); !got.Equal(want) {
+		t.Errorf("deadline %s, want %s (start-to-close from when the lease committed)", got, want)
+	}
+}

@@ -133,6 +133,10 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 		var leased *durablev1.PollWorkflowTaskResponse
 		ok, next, err := e.rt.take(k, now, 1, func(tx Tx, c *change, entries []QueueEntry) (int, error) {
 			leased = nil
+			// The lease counts from this run of its transaction, which may
+			// come seconds after the poll looked (batches ahead of it,
+			// conflicts run again), not from then.
+			now := e.now()
 			q := entries[0]
 			w, err := tx.GetWorkflow(q.WorkflowID)
 			if errors.Is(err, ErrNotFound) {

@@ -35,6 +35,9 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 		var tasks []*durablev1.ActivityTask
 		ok, next, err := e.rt.take(k, now, max, func(tx Tx, c *change, entries []QueueEntry) (int, error) {
 			tasks = tasks[:0]
+			// The leases count from this run of their transaction, not
+			// from when the poll looked (see PollWorkflowTask).
+			now := e.now()
 			for _, q := range entries {
 				t, err := e.leaseActivity(tx, c, q, req.GetIdentity(), now)
 				if errors.Is(err, errStaleEntry) {

@@ -34,7 +34,11 @@ type engineRuntime interface {
 	// many it leased (an entry whose record moved on is skipped). take
 	// reports whether any was leased; when none was, next is the due time of
 	// the earliest task not yet due (zero when none is known), for the
-	// queue's alarm.
+	// queue's alarm. lease may run several times (a store runs a
+	// transaction again after a conflict, and take tries again after a
+	// failure), and the run that commits may not call it at all when it
+	// finds nothing to claim: what lease records is the poll's only when
+	// take reports a lease.
 	take(k queueKey, now time.Time, max int, lease func(tx Tx, c *change, entries []QueueEntry) (int, error)) (leased bool, next time.Time, err error)
 	// queuedLocked makes a committed queue entry pollable and reports
 	// whether parked polls should hear of it.

@@ -67,8 +67,19 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 		if e.gate.err() != nil {
 			return false, time.Time{}, nil // a lease is a write: see PollActivityTask
 		}
+		// What the lease transaction handed out is the poll's answer only
+		// when take reports a lease: the store may run the transaction
+		// again after a conflict, and the run that commits may find the
+		// task gone to another node and not call this at all, so an
+		// earlier run's lease, rolled back, must not reach the answer.
 		var startedID int64
+		var leased *durablev1.PollWorkflowTaskResponse
 		ok, next, err := e.rt.take(k, now, 1, func(tx Tx, c *change, entries []QueueEntry) (int, error) {
+			leased = nil
+			// The lease counts from this run of its transaction, which may
+			// come seconds after the poll looked (batches ahead of it,
+			// conflicts run again), not from then.
+			now := e.now()
 			q := entries[0]
 			w, err := tx.GetWorkflow(q.WorkflowID)
 			if errors.Is(err, ErrNotFound) {
@@ -91,10 +102,12 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 				return 0, err
 			}
 			startedID = w.GetNextEventId() - 1
-			resp.TaskToken = encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()})
-			resp.WorkflowId = w.GetInfo().GetWorkflowId()
-			resp.WorkflowType = w.GetInfo().GetWorkflowType()
-			resp.Attempt = w.GetWtAttempt()
+			leased = &durablev1.PollWorkflowTaskResponse{
+				TaskToken:    encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()}),
+				WorkflowId:   w.GetInfo().GetWorkflowId(),
+				WorkflowType: w.GetInfo().GetWorkflowType(),
+				Attempt:      w.GetWtAttempt(),
+			}
 			return 1, nil
 		})
 		if err != nil {
@@ -106,6 +119,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 		if !ok {
 			return false, next, nil
 		}
+		resp.TaskToken, resp.WorkflowId, resp.WorkflowType, resp.Attempt = leased.TaskToken, leased.WorkflowId, leased.WorkflowType, leased.Attempt
 		// The history is read outside the batcher, where reads run in
 		// parallel, and cut at this task's Started: events that land
 		// meanwhile belong to the next task.

@@ -27,7 +27,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tinyllm/durable/client"
@@ -429,13 +431,42 @@ func runWorker(addrs string, failOnce bool, caFile, token string, input int) err
 	return <-errs
 }
 
+// attempts records the activity attempts a worker was handed, so that one
+// handed out twice (which the contract forbids, on any store and any
+// number of nodes) fails the run.
+type attempts struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+var handedOut = attempts{seen: map[string]bool{}}
+
+// once records an attempt and fails if it was handed out before.
+func (a *attempts) once(workflowID, activityID string, attempt int32) error {
+	key := fmt.Sprintf("%s/%s#%d", workflowID, activityID, attempt)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen[key] {
+		return fmt.Errorf("attempt %d of activity %s/%s handed out twice", attempt, workflowID, activityID)
+	}
+	a.seen[key] = true
+	return nil
+}
+
 // activityLoop polls for up to pollBatch tasks and runs them concurrently,
 // so concurrency/pollBatch loops keep concurrency activities in flight.
+// Every refused report fails the run: an attempt's lease (a minute) does
+// not run out in a benchmark.
 func activityLoop(ctx context.Context, c durablev1.DurableClient, failOnce bool) error {
 	for {
 		r, err := c.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: taskQueue, Identity: "bench", MaxTasks: pollBatch})
 		if err != nil {
 			return err
+		}
+		for _, t := range r.GetTasks() {
+			if err := handedOut.once(t.GetWorkflowId(), t.GetActivityId(), t.GetAttempt()); err != nil {
+				return err
+			}
 		}
 		errs := make(chan error, len(r.GetTasks()))
 		for _, t := range r.GetTasks() {
@@ -467,8 +498,12 @@ func workflowLoop(ctx context.Context, c durablev1.DurableClient, input int) err
 		if err != nil {
 			return err
 		}
+		polled := time.Now()
 		if len(r.GetTaskToken()) == 0 {
 			continue
+		}
+		if len(r.GetHistory()) == 0 {
+			return fmt.Errorf("the workflow task of %s (attempt %d) was handed out without its history", r.GetWorkflowId(), r.GetAttempt())
 		}
 		var want, scheduled, completed int
 		for _, ev := range r.GetHistory() {
@@ -500,7 +535,18 @@ func workflowLoop(ctx context.Context, c durablev1.DurableClient, input int) err
 		case completed == want:
 			cmds = append(cmds, &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW})
 		}
-		if _, err := c.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: r.GetTaskToken(), Identity: "bench", Commands: cmds}); err != nil {
+		_, err = c.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: r.GetTaskToken(), Identity: "bench", Commands: cmds})
+		if status.Code(err) == codes.FailedPrecondition {
+			// The task's lease (10 s) ran out before its report committed,
+			// as it can on an overloaded machine: the daemon hands the task
+			// out again, and this loop, like the SDK's worker, drops the
+			// report and runs it then. Said, so that the figure is read
+			// with it.
+			fmt.Fprintf(os.Stderr, "bench worker: the report of the workflow task of %s (attempt %d) was refused %s after its poll (%v); the task will be handed out again\n",
+				r.GetWorkflowId(), r.GetAttempt(), time.Since(polled).Round(time.Millisecond), err)
+			continue
+		}
+		if err != nil {
 			return err
 		}
 	}

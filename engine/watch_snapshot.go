@@ -115,7 +115,7 @@ func (r *snapshotReader) release() {
 // that lets another watcher read meanwhile. Were the token let go at every
 // wait, each reader would hand it on at every chunk and the snapshots
 // opened together would all be read at once, taking the CPU the commits
-// need (TestWatchSnapshotDoesNotBlockCommits).
+// need (BenchmarkWatchOpens' commit-p99-ms in internal/bench).
 const snapshotYield = 100 * time.Millisecond
 
 // emit hands a chunk to the Watch. While the client keeps up, the reader

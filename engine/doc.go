@@ -3,26 +3,36 @@
 //
 // Where to read what:
 //
+//   - rules.go: where the rules end and the runtime begins. Each transition
+//     is a pure function of the records, the request, the time and a
+//     ruleEnv (settings, overrides, jitter, ids), returning the records as
+//     they become, history events and effects; each has a table test.
+//     rules_activity.go: lease, heartbeat, completion, failure (failAttempt,
+//     the one retry path, for reported failures and expired leases alike)
+//     and the dead letter. rules_workflow.go: workflow starts, workflow
+//     tasks and their commands. rules_redrive.go: a dead letter back to
+//     attempt 1. rules_timers.go: what each timer does when it comes due.
+//     apply.go: the runtime's half, which writes a rule's step and does its
+//     effects.
 //   - retry.go: the retry rule (Decide) and the lease deadline (LeaseDeadline),
 //     pure functions of the activity, the failure and the time.
 //   - policy.go: the options in force (InForce), the code's with the policy
 //     override of the activity's type applied, which every decision reads;
 //     override.go: setting and clearing overrides, and moving the timers of
 //     pending activities when one changes.
-//   - activity.go: polls, completions, failures and heartbeats of activities;
-//     failAttempt is the one retry path, for reported failures and expired
-//     leases alike. redrive.go: a dead letter back to attempt 1, with an
-//     edit of its options if one is given.
+//   - activity.go: the RPCs of activities (polls, completions, failures,
+//     heartbeats): read, call the rule, apply. redrive.go: the redrive RPC,
+//     and the one redrive that operations call for each letter.
 //   - operation.go: the rules of redrive operations (pacing, progress,
 //     cancel); operation_run.go: their start, describe, list and cancel;
 //     releaser.go: the goroutine that releases their letters, and resume
 //     after a restart.
-//   - workflow.go: workflow starts, workflow tasks and their commands.
-//     sticky.go: which events a workflow task carries (partialFrom,
-//     continuesTask): only the new ones for the worker session that ran and
-//     completed the previous task, the whole history otherwise.
-//   - timers.go: what happens when a lease, a budget or a workflow timer runs
-//     out.
+//   - workflow.go: the RPCs of workflows and workflow tasks, and the history
+//     a leased task carries. sticky.go: which events a workflow task
+//     carries (partialFrom, continuesTask): only the new ones for the
+//     worker session that ran and completed the previous task, the whole
+//     history otherwise.
+//   - timers.go: the timer loop, and which rule a due timer goes to.
 //   - batch.go: how transitions reach the store: one goroutine applies them in
 //     batches, one store transaction per batch, then syncs, and only then
 //     publishes what they changed (queues, timers, watchers). gate.go: the

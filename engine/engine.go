@@ -251,6 +251,8 @@ type change struct {
 	// latency are the attempts that ended, counted once per batch (see
 	// countLatency).
 	latency []latencySample
+	// draw is what the rules of the change draw from (apply.go).
+	draw engineDraw
 }
 
 func (c *change) enqueue(q QueueEntry) { c.entries = append(c.entries, q) }

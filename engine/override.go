@@ -147,13 +147,7 @@ func (e *Engine) policyDefaults() PolicyDefaults {
 // itself when no override applies to it (the rules then read its own
 // options), else a copy with the override in force. Callers only read it.
 func (e *Engine) decisionView(in *durablev1.PendingActivity) *durablev1.PendingActivity {
-	o := e.overrideTable().lookup(in.GetActivityType(), in.GetTaskQueue())
-	if o == nil {
-		return in
-	}
-	v := decisionCopy(in)
-	InForce(v, o, e.policyDefaults())
-	return v
+	return viewUnder(in, e.overrideTable().lookup(in.GetActivityType(), in.GetTaskQueue()), e.policyDefaults())
 }
 
 // showInForce fills the in-force fields of an activity that leaves the
@@ -168,14 +162,7 @@ func (e *Engine) showInForce(in *durablev1.PendingActivity) {
 // at the expiry they give, rather than what the record stored when it was
 // last written.
 func (e *Engine) timersOf(a *durablev1.ActivityRecord) []Timer {
-	v := e.decisionView(a.GetInfo())
-	out := TimersOf(&durablev1.ActivityRecord{Info: v})
-	for i, t := range out {
-		if t.Kind == ActivityLeaseTimer {
-			out[i].Due, _ = LeaseDeadline(v)
-		}
-	}
-	return out
+	return timersUnder(a, e.decisionView(a.GetInfo()))
 }
 
 // followOverride brings the activities of one type in line with the

@@ -64,52 +64,24 @@ func (e *Engine) redrive(tx Tx, c *change, p redriveParams) (*durablev1.PendingA
 	if err != nil {
 		return nil, err
 	}
-	in := a.GetInfo()
-	if in.GetState() != stateDead {
+	// A letter redriven already is refused without reading the workflow
+	// (the rule refuses it again, on its own): operations skip many.
+	if a.GetInfo().GetState() != stateDead {
 		return nil, ErrNotDeadLettered
 	}
-	w, err := tx.GetWorkflow(in.GetWorkflowId())
+	w, err := tx.GetWorkflow(a.GetInfo().GetWorkflowId())
 	if err != nil {
 		return nil, err
 	}
-	now := p.now
-	if p.edit != nil {
-		// The patch goes onto the options the workflow scheduled, and what
-		// follows from them is derived again, as when it was scheduled.
-		opts, _ := ApplyPatch(in.GetOptions(), p.edit)
-		e.fillTimeoutDefaults(opts)
-		in.Options = opts
-		in.MaxAttempts = e.maxAttemptsOf(opts)
-	}
-	in.State = stateScheduled
-	in.Attempt = 1
-	in.ScheduledTime = ts(now)
-	in.NextAttemptTime = ts(now)
-	in.DeadLetteredTime = nil
-	in.Redrives++
-	in.RedrivenByOperation = p.operationID
-	in.ExpirationTime = nil
-	if stc := in.GetOptions().GetScheduleToCloseTimeout().AsDuration(); stc > 0 {
-		in.ExpirationTime = ts(now.Add(stc))
-	}
-	a.Seq = e.nextID(c)
-	w.Info.DeadLetters--
-	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
-		Type: evActivityRedriven, ActivityId: in.GetActivityId(), ActivityType: in.GetActivityType(),
-		ScheduledEventId: a.GetScheduledEventId(), Principal: p.by.Principal, Reason: p.reason,
-		Edit: cloneEdit(p.edit), OperationId: p.operationID,
-	})
-	if err := tx.PutActivity(a); err != nil {
+	env := e.env(c)
+	s, err := redriveLetter(a, w, p, &env)
+	if err != nil {
 		return nil, err
 	}
-	if err := tx.PutWorkflow(w); err != nil {
+	if err := e.applyStep(tx, c, &s); err != nil {
 		return nil, err
 	}
-	e.noteQueued(c, a, true)
-	c.upsert(in)
-	c.workflow(w)
-	c.observe(observation{kind: obsRedriven, activityType: in.GetActivityType()})
-	return in, nil
+	return a.GetInfo(), nil
 }
 
 func cloneEdit(p *durablev1.OptionsPatch) *durablev1.OptionsPatch {

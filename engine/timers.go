@@ -87,112 +87,46 @@ func (e *Engine) fire(tx Tx, c *change, t Timer, now time.Time) error {
 		if err != nil {
 			return ignoreNotFound(err)
 		}
-		if w.GetWtState() != wtStarted || w.GetWtDeadline().AsTime().After(t.Due) {
-			return nil
-		}
-		at := w.GetWtDeadline().AsTime()
-		e.appendEvents(tx, w, at, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Attempt: w.GetWtAttempt(),
-			Failure: systemFailure(WorkflowTaskTimeout, "the workflow task was not completed within %s", e.opts.WorkflowTaskTimeout)})
-		e.retryWorkflowTask(c, w, at)
-		if err := tx.PutWorkflow(w); err != nil {
-			return err
-		}
-		c.workflow(w)
-		return nil
+		env := e.env(c)
+		s := workflowTaskTimeout(w, t, &env)
+		return e.applyStep(tx, c, &s)
 	}
 	a, err := tx.GetActivity(t.WorkflowID, t.ID)
 	if err != nil {
 		return ignoreNotFound(err)
 	}
-	in := a.GetInfo()
-	// Timers are checked against the record under the policy in force: an
-	// entry left behind by an earlier lease, heartbeat or attempt does
-	// nothing, and one that an override has since moved later sets itself
-	// again at the new time. What fires counts from its own due time, however
-	// late the engine noticed (after a restart, say).
-	view := e.decisionView(in)
-	opts := optionsInForce(view)
-	switch t.Kind {
-	case ActivityLeaseTimer:
-		deadline, why := LeaseDeadline(view)
-		if in.GetState() != stateStarted {
-			return nil
-		}
-		if deadline.After(t.Due) {
-			return e.rt.timerMovedLater(tx, c, t, deadline)
-		}
-		now = deadline
-		c.observe(observation{kind: obsTimedOut, activityType: in.GetActivityType(), timeout: why})
-		if why == TimeoutScheduleToClose {
-			return e.expire(tx, c, a, now)
-		}
-		msg := "the attempt did not finish within its start-to-close timeout of " + opts.GetStartToCloseTimeout().AsDuration().String()
-		if why == TimeoutHeartbeat {
-			msg = "no heartbeat within the heartbeat timeout of " + opts.GetHeartbeatTimeout().AsDuration().String()
-		}
-		return e.failAttempt(tx, c, a, systemFailure(why, "%s", msg), now, true)
-	case ScheduleToStartTimer:
-		if in.GetState() != stateScheduled && in.GetState() != stateRetrying ||
-			in.GetNextAttemptTime().AsTime().Add(in.GetOptions().GetScheduleToStartTimeout().AsDuration()).After(t.Due) {
-			return nil
-		}
-		now = t.Due
-		w, err := tx.GetWorkflow(t.WorkflowID)
-		if err != nil {
+	// Timers are checked against the record under the policy in force
+	// (activityTimerVerdict); what fires counts from its own due time,
+	// however late the engine noticed (after a restart, say).
+	env := e.env(c)
+	v := activityTimerVerdict(a, t, &env)
+	var w *durablev1.WorkflowRecord
+	switch v.kind {
+	case verdictNone:
+		return nil
+	case verdictLeaseExpired, verdictNeverStarted, verdictBudgetSpent:
+		if w, err = tx.GetWorkflow(t.WorkflowID); err != nil {
 			return err
 		}
-		c.observe(observation{kind: obsTimedOut, activityType: in.GetActivityType(), timeout: TimeoutScheduleToStart})
-		return e.deadLetter(tx, c, w, a, systemFailure(TimeoutScheduleToStart,
-			"no worker picked the attempt up within its schedule-to-start timeout of %s", in.GetOptions().GetScheduleToStartTimeout().AsDuration()), now)
-	case ScheduleToCloseTimer:
-		exp := view.GetExpirationTime()
-		if in.GetState() == stateDead || exp == nil {
-			return nil
-		}
-		if exp.AsTime().After(t.Due) {
-			return e.rt.timerMovedLater(tx, c, t, exp.AsTime())
-		}
-		c.observe(observation{kind: obsTimedOut, activityType: in.GetActivityType(), timeout: TimeoutScheduleToClose})
-		return e.expire(tx, c, a, exp.AsTime())
 	}
-	return nil
-}
-
-// expire dead-letters an activity whose schedule-to-close budget (in
-// force) ran out, ending its running attempt if it has one.
-func (e *Engine) expire(tx Tx, c *change, a *durablev1.ActivityRecord, now time.Time) error {
-	in := a.GetInfo()
-	f := systemFailure(TimeoutScheduleToClose, "the activity's schedule-to-close budget of %s ran out",
-		optionsInForce(e.decisionView(in)).GetScheduleToCloseTimeout().AsDuration())
-	e.endAttempt(tx, c, in, now, f, AttemptTimedOut)
-	w, err := tx.GetWorkflow(in.GetWorkflowId())
-	if err != nil {
-		return err
-	}
-	return e.deadLetter(tx, c, w, a, f, now)
+	s := fireActivityTimer(a, w, t, v, &env)
+	return e.applyStep(tx, c, &s)
 }
 
 func (e *Engine) fireUserTimer(tx Tx, c *change, t Timer, now time.Time) error {
-	if rec, err := tx.GetTimer(t.WorkflowID, t.ID); err != nil || !rec.GetFireTime().AsTime().Equal(t.Due) {
-		return ignoreNotFound(err)
-	}
-	if err := tx.DeleteTimer(t.WorkflowID, t.ID); err != nil {
-		return err
-	}
-	w, err := tx.GetWorkflow(t.WorkflowID)
+	rec, err := tx.GetTimer(t.WorkflowID, t.ID)
 	if err != nil {
 		return ignoreNotFound(err)
 	}
-	if w.GetInfo().GetStatus() != statusRunning {
-		return nil
-	}
-	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evTimerFired, TimerId: t.ID})
-	e.scheduleWorkflowTask(tx, c, w, now)
-	if err := tx.PutWorkflow(w); err != nil {
+	w, err := tx.GetWorkflow(t.WorkflowID)
+	if errors.Is(err, ErrNotFound) {
+		w = nil // the timer goes all the same
+	} else if err != nil {
 		return err
 	}
-	c.workflow(w)
-	return nil
+	env := e.env(c)
+	s := fireUserTimer(rec, w, t, now, &env)
+	return e.applyStep(tx, c, &s)
 }
 
 func ignoreNotFound(err error) error {

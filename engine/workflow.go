@@ -3,10 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/tinyllm/durable/activity"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -37,80 +35,25 @@ const (
 )
 
 // StartWorkflow creates a workflow, records WorkflowExecutionStarted and
-// schedules its first workflow task.
+// schedules its first workflow task (startWorkflow).
 func (e *Engine) StartWorkflow(ctx context.Context, req *durablev1.StartWorkflowRequest) (*durablev1.StartWorkflowResponse, error) {
 	err := e.commit(func(tx Tx, c *change) error {
-		if _, err := tx.GetWorkflow(req.GetWorkflowId()); err == nil {
-			return ErrAlreadyExists
-		} else if !errors.Is(err, ErrNotFound) {
+		_, err := tx.GetWorkflow(req.GetWorkflowId())
+		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		now := e.now()
-		w := &durablev1.WorkflowRecord{
-			Info: &durablev1.WorkflowInfo{
-				WorkflowId: req.GetWorkflowId(), WorkflowType: req.GetWorkflowType(), TaskQueue: req.GetTaskQueue(),
-				Status: statusRunning, StartTime: ts(now),
-			},
-			Input:       req.GetInput(),
-			NextEventId: 1,
-			WtState:     wtNone,
-		}
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
-			Type: evWorkflowStarted, WorkflowType: req.GetWorkflowType(), TaskQueue: req.GetTaskQueue(), Input: req.GetInput(),
-		})
-		e.scheduleWorkflowTask(tx, c, w, now)
-		if err := tx.PutWorkflow(w); err != nil {
+		exists := err == nil
+		env := e.env(c)
+		s, err := startWorkflow(req, exists, e.now(), &env)
+		if err != nil {
 			return err
 		}
-		c.workflow(w)
-		return nil
+		return e.applyStep(tx, c, &s)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &durablev1.StartWorkflowResponse{WorkflowId: req.GetWorkflowId()}, nil
-}
-
-// appendEvents numbers events, stamps those without a time with now and
-// stores them. The caller writes w.
-func (e *Engine) appendEvents(tx Tx, w *durablev1.WorkflowRecord, now time.Time, events ...*durablev1.HistoryEvent) {
-	for _, ev := range events {
-		ev.EventId = w.NextEventId
-		if ev.Time == nil {
-			ev.Time = ts(now)
-		}
-		w.NextEventId++
-	}
-	w.Info.HistoryLength = w.NextEventId - 1
-	if err := tx.AppendEvents(w.GetInfo().GetWorkflowId(), events); err != nil {
-		// AppendEvents only fails with the transaction itself, which the
-		// caller's next Put reports; keep the record consistent meanwhile.
-		e.opts.Logger.Error("append history", "workflow_id", w.GetInfo().GetWorkflowId(), "err", err)
-	}
-}
-
-// scheduleWorkflowTask makes sure the workflow code runs again: it schedules a
-// task, leaves a scheduled one alone, or marks a running one dirty so another
-// follows it. The caller writes w.
-func (e *Engine) scheduleWorkflowTask(tx Tx, c *change, w *durablev1.WorkflowRecord, now time.Time) {
-	if w.GetInfo().GetStatus() != statusRunning {
-		return
-	}
-	switch w.GetWtState() {
-	case wtScheduled:
-		return
-	case wtStarted:
-		w.WtDirty = true
-		return
-	}
-	w.WtState = wtScheduled
-	w.WtAttempt = 1
-	w.WtDue = ts(now)
-	w.WtSeq = e.nextID(c)
-	w.WtDirty = false
-	e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskScheduled, TaskQueue: w.GetInfo().GetTaskQueue()})
-	q, _ := WorkflowQueueEntryOf(w)
-	c.enqueue(q)
 }
 
 // PollWorkflowTask leases the next workflow task of a queue and returns the
@@ -134,20 +77,19 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 			if err != nil {
 				return 0, err
 			}
-			if cur, ok := WorkflowQueueEntryOf(w); !ok || cur.Seq != q.Seq {
-				return 0, nil // stale entry
+			env := e.env(c)
+			s, err := leaseWorkflowTask(w, q, req.GetIdentity(), now, &env)
+			if errors.Is(err, errStaleEntry) {
+				return 0, nil
 			}
-			w.WtState = wtStarted
-			w.WtLeaseId = newLeaseID()
-			w.WtDeadline = ts(now.Add(e.opts.WorkflowTaskTimeout))
-			// Started is recorded when the task is handed out, so replay
-			// knows which events the task saw: those before it.
-			e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskStarted, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()})
-			if err := tx.PutWorkflow(w); err != nil {
+			if err != nil {
 				return 0, err
 			}
-			c.addTimer(WorkflowTimersOf(w)...)
-			c.workflow(w) // watchers see its task leave the queue
+			// The step writes the workflow: watchers see its task leave
+			// the queue.
+			if err := e.applyStep(tx, c, &s); err != nil {
+				return 0, err
+			}
 			startedID = w.GetNextEventId() - 1
 			resp.TaskToken = encodeToken(&durablev1.TaskToken{WorkflowId: w.GetInfo().GetWorkflowId(), Attempt: w.GetWtAttempt(), LeaseId: w.GetWtLeaseId()})
 			resp.WorkflowId = w.GetInfo().GetWorkflowId()
@@ -226,50 +168,57 @@ func (e *Engine) GetWorkflowTaskHistory(ctx context.Context, req *durablev1.GetW
 // leasedWorkflow loads the workflow a token names and checks that its task
 // lease is the live one.
 func leasedWorkflow(tx Tx, token []byte) (*durablev1.WorkflowRecord, error) {
-	t, err := DecodeToken(token)
+	w, t, err := workflowOfToken(tx, token)
 	if err != nil {
 		return nil, err
 	}
-	if t.GetActivityId() != "" {
-		return nil, invalid("task_token", "is an activity task token, not a workflow task token")
-	}
-	w, err := tx.GetWorkflow(t.GetWorkflowId())
-	if err != nil {
+	if err := liveWorkflowLease(w, t); err != nil {
 		return nil, err
-	}
-	if w.GetWtState() != wtStarted || w.GetWtLeaseId() != t.GetLeaseId() || w.GetInfo().GetStatus() != statusRunning {
-		return nil, ErrStaleTask
 	}
 	return w, nil
 }
 
-// CompleteWorkflowTask records the task and applies its commands in order.
+// workflowOfToken loads the workflow a workflow task token names; the rule
+// it goes to checks the lease (liveWorkflowLease).
+func workflowOfToken(tx Tx, token []byte) (*durablev1.WorkflowRecord, *durablev1.TaskToken, error) {
+	t, err := DecodeToken(token)
+	if err != nil {
+		return nil, nil, err
+	}
+	if t.GetActivityId() != "" {
+		return nil, nil, invalid("task_token", "is an activity task token, not a workflow task token")
+	}
+	w, err := tx.GetWorkflow(t.GetWorkflowId())
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, t, nil
+}
+
+// CompleteWorkflowTask records the task and applies its commands in order
+// (completeWorkflowTask).
 func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *durablev1.CompleteWorkflowTaskRequest) (*durablev1.Empty, error) {
 	var closed string // the workflow, when its commands closed it
 	err := e.commit(func(tx Tx, c *change) error {
-		w, err := leasedWorkflow(tx, req.GetTaskToken())
+		w, t, err := workflowOfToken(tx, req.GetTaskToken())
 		if err != nil {
 			return err
 		}
-		now := e.now()
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskCompleted, Identity: req.GetIdentity()})
-		for i, cmd := range req.GetCommands() {
-			if w.GetInfo().GetStatus() != statusRunning {
-				return invalid(fmt.Sprintf("commands[%d]", i), "follows the command that closed the workflow")
-			}
-			if err := e.applyCommand(tx, c, w, i, cmd, now); err != nil {
-				return err
-			}
-		}
-		dirty := w.GetWtDirty()
-		w.WtState, w.WtDirty, w.WtDeadline = wtNone, false, nil
-		if dirty {
-			e.scheduleWorkflowTask(tx, c, w, now)
-		}
-		if err := tx.PutWorkflow(w); err != nil {
+		if err := liveWorkflowLease(w, t); err != nil {
 			return err
 		}
-		c.workflow(w)
+		facts, err := readCommandFacts(tx, w.GetInfo().GetWorkflowId(), req.GetCommands())
+		if err != nil {
+			return err
+		}
+		env := e.env(c)
+		s, err := completeWorkflowTask(w, t, req, facts, e.now(), &env)
+		if err != nil {
+			return err
+		}
+		if err := e.applyStep(tx, c, &s); err != nil {
+			return err
+		}
 		if w.GetInfo().GetStatus() != statusRunning {
 			closed = w.GetInfo().GetWorkflowId()
 		}
@@ -281,116 +230,49 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *durablev1.Comple
 	return &durablev1.Empty{}, err
 }
 
-func (e *Engine) applyCommand(tx Tx, c *change, w *durablev1.WorkflowRecord, i int, cmd *durablev1.Command, now time.Time) error {
-	id := w.GetInfo().GetWorkflowId()
-	switch cmd.GetType() {
-	case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
-		used, err := tx.UseActivityID(id, cmd.GetActivityId())
-		if err != nil {
-			return err
+// readCommandFacts reads what completeWorkflowTask needs to know of the
+// store for each command, in order: whether a scheduled activity's id was
+// used before (which marks it used), whether a started timer is running.
+func readCommandFacts(tx Tx, workflowID string, cmds []*durablev1.Command) ([]commandFacts, error) {
+	facts := make([]commandFacts, len(cmds))
+	for i, cmd := range cmds {
+		switch cmd.GetType() {
+		case durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY:
+			used, err := tx.UseActivityID(workflowID, cmd.GetActivityId())
+			if err != nil {
+				return nil, err
+			}
+			facts[i].activityIDUsed = used
+		case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
+			_, err := tx.GetTimer(workflowID, cmd.GetTimerId())
+			facts[i].timerRunning = err == nil
 		}
-		if used {
-			// The id is the idempotency key's second half: a second
-			// activity under it would have its effects taken for the first's.
-			return invalid(fmt.Sprintf("commands[%d].activity_id", i), "activity %q was already scheduled by this workflow", cmd.GetActivityId())
-		}
-		// The event records the options in force, defaults filled in, so
-		// the record is built first with the id the event is about to get.
-		a := e.newActivity(c, w, cmd, w.GetNextEventId(), now)
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{
-			Type: evActivityScheduled, ActivityId: cmd.GetActivityId(), ActivityType: cmd.GetActivityType(),
-			Input: cmd.GetInput(), ActivityOptions: a.GetInfo().GetOptions(),
-		})
-		if err := tx.PutActivity(a); err != nil {
-			return err
-		}
-		if err := rememberOptions(tx, a.GetInfo()); err != nil {
-			return err
-		}
-		w.Info.PendingActivities++
-		e.noteQueued(c, a, true)
-		c.upsert(a.GetInfo())
-	case durablev1.CommandType_COMMAND_TYPE_START_TIMER:
-		if _, err := tx.GetTimer(id, cmd.GetTimerId()); err == nil {
-			return invalid(fmt.Sprintf("commands[%d].timer_id", i), "timer %q is already running", cmd.GetTimerId())
-		}
-		ev := &durablev1.HistoryEvent{Type: evTimerStarted, TimerId: cmd.GetTimerId(), TimerDuration: cmd.GetTimerDuration()}
-		e.appendEvents(tx, w, now, ev)
-		t := &durablev1.TimerRecord{WorkflowId: id, TimerId: cmd.GetTimerId(), FireTime: ts(now.Add(cmd.GetTimerDuration().AsDuration())), StartedEventId: ev.GetEventId()}
-		if err := tx.PutTimer(t); err != nil {
-			return err
-		}
-		c.addTimer(UserTimerOf(t))
-	case durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW:
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowCompleted, Result: cmd.GetResult()})
-		w.Info.Result = cmd.GetResult()
-		return e.closeWorkflow(tx, c, w, statusCompleted, now)
-	case durablev1.CommandType_COMMAND_TYPE_FAIL_WORKFLOW:
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowFailed, Failure: cmd.GetFailure()})
-		w.Info.Failure = cmd.GetFailure()
-		return e.closeWorkflow(tx, c, w, statusFailed, now)
-	default:
-		return invalid(fmt.Sprintf("commands[%d].type", i), "unknown command type %v", cmd.GetType())
 	}
-	return nil
+	return facts, nil
 }
 
-// closeWorkflow ends a workflow and drops what it left pending: activities
-// (dead letters included), which are kept as finished with their attempt
-// trail, and timers. The caller writes w.
-func (e *Engine) closeWorkflow(tx Tx, c *change, w *durablev1.WorkflowRecord, status durablev1.WorkflowStatus, now time.Time) error {
-	id := w.GetInfo().GetWorkflowId()
-	w.Info.Status = status
-	w.Info.CloseTime = ts(now)
-	acts, err := tx.Activities(id)
-	if err != nil {
-		return err
-	}
-	for _, a := range acts {
-		if err := keepFinished(tx, a, FinishedWorkflowClosed, now); err != nil {
-			return err
-		}
-		if err := tx.DeleteActivity(id, a.GetInfo().GetActivityId()); err != nil {
-			return err
-		}
-		c.remove(id, a.GetInfo().GetActivityId())
-	}
-	w.Info.PendingActivities, w.Info.DeadLetters = 0, 0
-	c.closed = append(c.closed, id)
-	return nil
-}
-
-// FailWorkflowTask records a failed workflow task. A retryable failure (a
-// panic, non-determinism) schedules the task again after a backoff, so a
-// fixed worker picks it up; a non-retryable one (commands the daemon refused,
-// which the same code would send again) fails the workflow with it, rather
-// than retrying the same task forever.
+// FailWorkflowTask records a failed workflow task: retried after a backoff,
+// or for a non-retryable failure the end of the workflow
+// (failWorkflowTask).
 func (e *Engine) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkflowTaskRequest) (*durablev1.Empty, error) {
 	var failed string
 	err := e.commit(func(tx Tx, c *change) error {
-		w, err := leasedWorkflow(tx, req.GetTaskToken())
+		w, t, err := workflowOfToken(tx, req.GetTaskToken())
 		if err != nil {
 			return err
 		}
-		now := e.now()
-		f := req.GetFailure()
-		e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowTaskFailed, Failure: f, Identity: req.GetIdentity(), Attempt: w.GetWtAttempt()})
-		if f.GetNonRetryable() {
-			e.appendEvents(tx, w, now, &durablev1.HistoryEvent{Type: evWorkflowFailed, Failure: f})
-			w.Info.Failure = f
-			w.WtState, w.WtDirty, w.WtDeadline = wtNone, false, nil
-			if err := e.closeWorkflow(tx, c, w, statusFailed, now); err != nil {
-				return err
-			}
-			e.opts.Logger.Warn("workflow failed by a non-retryable workflow task failure", "workflow_id", w.GetInfo().GetWorkflowId(),
-				"failure_type", f.GetType(), "message", f.GetMessage())
-		} else {
-			e.retryWorkflowTask(c, w, now)
-		}
-		if err := tx.PutWorkflow(w); err != nil {
+		env := e.env(c)
+		s, err := failWorkflowTask(w, t, req, e.now(), &env)
+		if err != nil {
 			return err
 		}
-		c.workflow(w)
+		if err := e.applyStep(tx, c, &s); err != nil {
+			return err
+		}
+		if f := w.GetInfo().GetFailure(); w.GetInfo().GetStatus() != statusRunning {
+			e.opts.Logger.Warn("workflow failed by a non-retryable workflow task failure", "workflow_id", w.GetInfo().GetWorkflowId(),
+				"failure_type", f.GetType(), "message", f.GetMessage())
+		}
 		failed = w.GetInfo().GetWorkflowId()
 		return nil
 	})
@@ -400,18 +282,4 @@ func (e *Engine) FailWorkflowTask(ctx context.Context, req *durablev1.FailWorkfl
 		e.sticky.forget(failed)
 	}
 	return &durablev1.Empty{}, err
-}
-
-// retryWorkflowTask schedules the next attempt of a failed or timed-out
-// workflow task after the default backoff.
-func (e *Engine) retryWorkflowTask(c *change, w *durablev1.WorkflowRecord, now time.Time) {
-	due := now.Add(activity.Backoff(nil, int(w.GetWtAttempt())))
-	w.WtState = wtScheduled
-	w.WtAttempt++
-	w.WtDue = ts(due)
-	w.WtDeadline = nil
-	w.WtDirty = false
-	w.WtSeq = e.nextID(c)
-	q, _ := WorkflowQueueEntryOf(w)
-	c.enqueue(q)
 }

@@ -181,6 +181,10 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 			profile = startPGProfile(b, d.pg)
 		}
 	}
+	var tripsBefore int64
+	if d.trips != nil {
+		tripsBefore = d.trips()
+	}
 	b.ResetTimer()
 	start, cpuStart := time.Now(), cpu.now()
 	for left := b.N; left > 0; left -= perWorkflow {
@@ -209,6 +213,9 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 	elapsed, cpuEnd := time.Since(start), cpu.now()
 	b.StopTimer()
 	d.report(b, elapsed, cpuEnd.sub(cpuStart))
+	if d.trips != nil {
+		b.ReportMetric(float64(d.trips()-tripsBefore)/float64(b.N), "round-trips/activity")
+	}
 	if d.pg != nil {
 		if profile != nil {
 			profile.end(b)
@@ -282,6 +289,9 @@ type daemon struct {
 	tokens map[string]string // role → bearer token, when auth is on
 	pg     *pgDatabase       // the database, on PostgreSQL
 	stop   func()            // stops the daemon (idempotent), for runs that read the database after
+	// trips counts the store's round trips to the database, when the
+	// daemon runs in this process on PostgreSQL.
+	trips func() int64
 }
 
 // nodeAddrs lists the address of every node, one for a daemon of one.
@@ -349,6 +359,9 @@ func openDaemon(tb testing.TB, dir string, s setup) (*daemon, func()) {
 		tb.Fatal(err)
 	}
 	d := &daemon{eng: eng, tokens: map[string]string{}}
+	if pg, ok := st.(*pgstore.Store); ok {
+		d.trips = pg.RoundTrips
+	}
 	var extra []grpc.ServerOption
 	if s.secure {
 		certDir := tb.TempDir()

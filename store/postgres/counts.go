@@ -38,8 +38,9 @@ func (t *tx) moveCount(from, to countRef) {
 	}
 }
 
-// finish writes what the transaction kept until its end, in one round
-// trip: the moves of the activity counts and the notifications.
+// finish ends the transaction in one round trip: the writes that wait, the
+// moves of the activity counts, the notifications and the commit. A
+// transaction that sent nothing and has nothing to write ends without one.
 func (t *tx) finish() error {
 	batch := &pgx.Batch{}
 	t.queueCounts(batch)
@@ -47,10 +48,11 @@ func (t *tx) finish() error {
 		batch.Queue("SELECT pg_notify($1, $2)", noticeChannel, p)
 	}
 	t.payloads = nil
-	if batch.Len() == 0 {
+	if batch.Len() == 0 && !t.p.began && t.p.pending.Len() == 0 {
 		return nil
 	}
-	return t.send("end of transaction", batch)
+	batch.Queue("COMMIT")
+	return t.send("commit", batch)
 }
 
 // flushCounts writes the moves of the activity counts noted so far.

@@ -9,8 +9,7 @@
 // workflows carry whether they run and when they closed. Task queue entries
 // and timers are rows of their own, derived from the records by the
 // engine's QueueEntryOf, TimersOf, WorkflowQueueEntryOf, WorkflowTimersOf
-// and UserTimerOf, and written in the same transaction (one batch, one
-// round trip) as the record. Every list returns what the Badger store
+// and UserTimerOf, and written in the same transaction as the record. Every list returns what the Badger store
 // returns, in the same order, so the engine's contract does not depend on
 // the store: store/storetest checks both.
 //
@@ -18,6 +17,12 @@
 // PostgreSQL aborts one for a conflict (see Update for why that isolation
 // fences every transition); a commit is durable when it returns, so Sync
 // has nothing left to do.
+//
+// A transaction costs round trips, not statements: it keeps the records it
+// read or wrote and answers a second read of one from memory (cache.go),
+// and its writes, its begin and its commit wait to travel with its next
+// read or its end (pipe.go). A claim reads the records of what it claims
+// in its own statement (shared.go).
 //
 // Any number of nodes (durabled processes) may share a database: the Store
 // is an engine.SharedStore. Each opens it under a name of its own,

@@ -17,13 +17,10 @@ func (t *tx) PutFinishedActivity(f *durablev1.FinishedActivity) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.q.Exec(t.ctx, `INSERT INTO finished_activities (workflow_id, activity_id, finished_at, record) VALUES ($1, $2, $3, $4)
+	return t.writeOne(fmt.Sprintf("put finished activity %s/%s", wf, id),
+		`INSERT INTO finished_activities (workflow_id, activity_id, finished_at, record) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (workflow_id, activity_id) DO UPDATE SET finished_at = excluded.finished_at, record = excluded.record`,
 		b(wf), b(id), nanos(f.GetFinishedTime().AsTime()), v)
-	if err != nil {
-		return fmt.Errorf("put finished activity %s/%s: %w", wf, id, err)
-	}
-	return nil
 }
 
 func (t *tx) FinishedActivities(workflowID string) ([]*durablev1.FinishedActivity, error) {

@@ -17,7 +17,9 @@ func (t *tx) GetLatency(activityType string) (*durablev1.LatencyRecord, error) {
 		return nil, err
 	}
 	l := new(durablev1.LatencyRecord)
-	if err := t.get(l, fmt.Sprintf("latency of %q", activityType), "SELECT record FROM latency WHERE activity_type = $1", b(activityType)); err != nil {
+	_, err := t.cached(recordKey{table: cacheLatency, wf: activityType}, l, fmt.Sprintf("latency of %q", activityType),
+		"SELECT record FROM latency WHERE activity_type = $1", b(activityType))
+	if err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -31,11 +33,12 @@ func (t *tx) PutLatency(l *durablev1.LatencyRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.q.Exec(t.ctx, `INSERT INTO latency (activity_type, record) VALUES ($1, $2)
+	err = t.writeOne(fmt.Sprintf("put latency of %q", l.GetActivityType()), `INSERT INTO latency (activity_type, record) VALUES ($1, $2)
 		ON CONFLICT (activity_type) DO UPDATE SET record = excluded.record`, b(l.GetActivityType()), v)
 	if err != nil {
-		return fmt.Errorf("put latency of %q: %w", l.GetActivityType(), err)
+		return err
 	}
+	t.keep(recordKey{table: cacheLatency, wf: l.GetActivityType()}, cachedRecord{v: v, ok: true})
 	return nil
 }
 
@@ -110,13 +113,10 @@ func (t *tx) PutLatencyHour(l *durablev1.LatencyRecord) error {
 		return err
 	}
 	hour := l.GetHour().AsTime()
-	_, err = t.q.Exec(t.ctx, `INSERT INTO latency_hours (activity_type, hour, node, record) VALUES ($1, $2, $3, $4)
+	return t.writeOne(fmt.Sprintf("put latency of %q in the hour of %s", l.GetActivityType(), hour.UTC().Format(time.RFC3339)),
+		`INSERT INTO latency_hours (activity_type, hour, node, record) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (length(activity_type), activity_type, hour, node) DO UPDATE SET record = excluded.record`,
 		b(l.GetActivityType()), nanos(hour), t.s.node, v)
-	if err != nil {
-		return fmt.Errorf("put latency of %q in the hour of %s: %w", l.GetActivityType(), hour.UTC().Format(time.RFC3339), err)
-	}
-	return nil
 }
 
 const latencyHourOrder = "length(activity_type), activity_type, hour, node"

@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,12 +19,26 @@ import (
 // a claim reads only the rows it returns and those it skips: the limit
 // applies after the locking.
 
+// A claim also reads the record of each entry it claims, the activity or
+// the workflow, which the transaction keeps (cache.go): the lease that
+// follows reads each one, and finds it in memory, so a lease costs a round
+// trip for the claim and one to end the transaction, however many tasks it
+// hands out. The records are read in the claim's snapshot, the one the
+// whole transaction reads; the rows are not locked (the transitions are
+// fenced by the records they write).
+
 // The statements of the claims and of the next due times (the tests read
 // their plans).
 const (
 	claimQueuedSQL = `SELECT kind, task_queue, due, seq, workflow_id, activity_id FROM queue
 		WHERE kind = $1 AND length(task_queue) = length($2::bytea) AND task_queue = $2 AND due <= $3
 		ORDER BY ` + queueOrder + ` LIMIT $4 FOR UPDATE SKIP LOCKED`
+	claimActivityTasksSQL = `WITH c AS (` + claimQueuedSQL + `)
+		SELECT c.kind, c.task_queue, c.due, c.seq, c.workflow_id, c.activity_id, a.record FROM c
+		LEFT JOIN activities a ON a.workflow_id = c.workflow_id AND a.activity_id = c.activity_id`
+	claimWorkflowTasksSQL = `WITH c AS (` + claimQueuedSQL + `)
+		SELECT c.kind, c.task_queue, c.due, c.seq, c.workflow_id, c.activity_id, w.record FROM c
+		LEFT JOIN workflows w ON w.workflow_id = c.workflow_id`
 	nextQueuedSQL = `SELECT due FROM queue
 		WHERE kind = $1 AND length(task_queue) = length($2::bytea) AND task_queue = $2 AND due > $3
 		ORDER BY due LIMIT 1`
@@ -37,10 +53,44 @@ func (t *tx) ClaimQueued(kind engine.TaskKind, queue string, now time.Time, limi
 	if limit <= 0 {
 		return nil, nil
 	}
-	es, err := collect(t, scanQueueEntry, claimQueuedSQL, int16(kind), b(queue), nanos(now), limit)
+	sql, table := claimActivityTasksSQL, cacheActivity
+	if kind == engine.WorkflowTask {
+		sql, table = claimWorkflowTasksSQL, cacheWorkflow
+	}
+	type claimed struct {
+		e      engine.QueueEntry
+		record []byte
+	}
+	rows, err := collect(t, func(row pgx.CollectableRow) (claimed, error) {
+		var kind int16
+		var queue, wf, act []byte
+		var due int64
+		var c claimed
+		if err := row.Scan(&kind, &queue, &due, &c.e.Seq, &wf, &act, &c.record); err != nil {
+			return c, err
+		}
+		c.e.Kind, c.e.Queue, c.e.Due, c.e.WorkflowID, c.e.ActivityID = engine.TaskKind(kind), string(queue), fromNanos(due), string(wf), string(act)
+		return c, nil
+	}, sql, int16(kind), b(queue), nanos(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim from queue %q: %w", queue, err)
 	}
+	es := make([]engine.QueueEntry, len(rows))
+	for i, c := range rows {
+		es[i] = c.e
+		k := recordKey{table: table, wf: c.e.WorkflowID}
+		if table == cacheActivity {
+			k.id = c.e.ActivityID
+		}
+		if _, known := t.cache[k]; !known {
+			t.keep(k, cachedRecord{v: c.record, ok: c.record != nil})
+		}
+	}
+	// The join keeps no order: the entries go out in the queue's.
+	slices.SortFunc(es, func(x, y engine.QueueEntry) int {
+		return cmp.Or(x.Due.Compare(y.Due), cmp.Compare(x.Seq, y.Seq), cmp.Compare(len(x.WorkflowID), len(y.WorkflowID)),
+			cmp.Compare(x.WorkflowID, y.WorkflowID), cmp.Compare(x.ActivityID, y.ActivityID))
+	})
 	return es, nil
 }
 

@@ -910,6 +910,8 @@ func TestClaims_ReadTheirIndexes(t *testing.T) {
 		args             []any
 	}{
 		{"ClaimQueued", claimQueuedSQL, "queue_order", []any{int16(2), []byte("q7"), int64(5_000_000), 10}},
+		{"ClaimQueued/activities", claimActivityTasksSQL, "queue_order", []any{int16(2), []byte("q7"), int64(5_000_000), 10}},
+		{"ClaimQueued/workflows", claimWorkflowTasksSQL, "queue_order", []any{int16(1), []byte("q7"), int64(5_000_000), 10}},
 		{"NextQueued", nextQueuedSQL, "queue_order", []any{int16(2), []byte("q7"), int64(5_000_000)}},
 		{"ClaimTimers", claimTimersSQL, "timers_order", []any{int64(5_000_000), 10}},
 		{"NextTimer", nextTimerSQL, "timers_order", []any{int64(5_000_000)}},

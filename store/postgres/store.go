@@ -51,6 +51,8 @@ type Store struct {
 
 	mu        sync.Mutex
 	listeners map[*listener]struct{} // stopped by Close
+
+	trips atomic.Int64 // round trips of Update and View (RoundTrips)
 }
 
 var (
@@ -128,22 +130,9 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 	defer func() { s.slots <- slot }()
 	var err error
 	for range maxAttempts {
-		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(ptx pgx.Tx) error {
-			// A tx per attempt: the notices of an attempt that rolled
-			// back go with it.
-			f := &firstFailure{q: ptx}
-			t := &tx{ctx: ctx, q: f, pageSize: s.pageSize, s: s, slot: slot}
-			err := fn(t)
-			if err == nil {
-				err = t.finish()
-			}
-			if f.err != nil {
-				// The transaction died with its first failure; what
-				// followed it says only that.
-				return f.err
-			}
-			return err
-		})
+		// A tx per attempt: the notices of an attempt that rolled back go
+		// with it.
+		err = s.attempt(ctx, false, slot, fn)
 		if !retryable(err) {
 			return s.mapErr(err)
 		}
@@ -156,11 +145,67 @@ func (s *Store) View(fn func(engine.Tx) error) error {
 	if s.closed.Load() {
 		return engine.ErrClosed
 	}
-	ctx := context.Background()
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	return s.mapErr(pgx.BeginTxFunc(ctx, s.pool, opts, func(ptx pgx.Tx) error {
-		return fn(&tx{ctx: ctx, q: ptx, readOnly: true, pageSize: s.pageSize, s: s})
-	}))
+	return s.mapErr(s.attempt(context.Background(), true, 0, fn))
+}
+
+// The statements that begin a transaction: its begin goes with its first
+// statement (pipe.go).
+const (
+	beginSQL         = "BEGIN ISOLATION LEVEL REPEATABLE READ"
+	beginReadOnlySQL = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+)
+
+// attempt runs fn in one transaction on a connection of the pool. A
+// writing one commits with its last round trip (tx.finish), a read-only
+// one in a round trip of its own; one that failed is rolled back. The attempt's error is the first
+// the server gave it, if any (firstFailure).
+func (s *Store) attempt(ctx context.Context, readOnly bool, slot int16, fn func(engine.Tx) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A connection left inside a transaction (a panic, a connection
+	// lost) is closed by the pool, not reused.
+	defer conn.Release()
+	f := &firstFailure{q: conn}
+	p := &pipe{q: f, begin: beginSQL, trips: &s.trips}
+	if readOnly {
+		p.begin = beginReadOnlySQL
+	}
+	t := &tx{ctx: ctx, q: p, p: p, readOnly: readOnly, pageSize: s.pageSize, s: s, slot: slot}
+	err = fn(t)
+	if err == nil && !readOnly {
+		err = t.finish()
+	}
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		// Begun and not committed: a read-only transaction, which
+		// commits (the database's count of rollbacks stays a count of
+		// failures), or a failure, or a commit that never ran behind
+		// one. Should the statement fail, the connection is broken, and
+		// the pool closes it.
+		end := "ROLLBACK"
+		if err == nil && f.err == nil {
+			end = "COMMIT"
+		}
+		p.trip()
+		if _, cerr := conn.Exec(ctx, end); cerr != nil && err == nil && f.err == nil {
+			err = cerr
+		}
+	}
+	if f.err != nil {
+		// The transaction died with its first failure; what followed it
+		// says only that.
+		return f.err
+	}
+	return err
+}
+
+// RoundTrips returns how many round trips to the database the store's
+// transactions (Update and View, with their begins and ends) have made
+// since it opened: a measure of what a transaction costs that the load of
+// the machine does not move.
+func (s *Store) RoundTrips() int64 {
+	return s.trips.Load()
 }
 
 // Sync returns at once: PostgreSQL makes a transaction durable before its

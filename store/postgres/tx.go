@@ -55,6 +55,7 @@ func collect[R any](t *tx, scan pgx.RowToFunc[R], sql string, args ...any) ([]R,
 type tx struct {
 	ctx      context.Context
 	q        querier
+	p        *pipe // q, where the writes wait
 	readOnly bool
 	pageSize int // rows a list reads per query
 	s        *Store
@@ -65,6 +66,11 @@ type tx struct {
 	// payloads are the notifications Notify encoded, sent by finish.
 	payloads []string
 	notices  int // how many notices Notify took
+	// cache holds the records read or written so far (cache.go).
+	cache map[recordKey]cachedRecord
+	// ids holds what the transaction knows of workflows' activity ids
+	// (ids.go).
+	ids map[string]*workflowIDs
 }
 
 var _ engine.Tx = (*tx)(nil)
@@ -101,7 +107,8 @@ func records[M proto.Message](t *tx, newM func() M, what, sql string, args ...an
 	return out, nil
 }
 
-// send runs the statements of a batch in one round trip.
+// send runs the statements of a batch, with the writes that wait, in one
+// round trip.
 func (t *tx) send(what string, batch *pgx.Batch) error {
 	if err := t.q.SendBatch(t.ctx, batch).Close(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -109,13 +116,37 @@ func (t *tx) send(what string, batch *pgx.Batch) error {
 	return nil
 }
 
+// write queues the statements of a batch to go with the transaction's next
+// round trip (pipe.go); a read-only transaction sends them at once, for the
+// database to refuse.
+func (t *tx) write(what string, batch *pgx.Batch) error {
+	if t.readOnly {
+		return t.send(what, batch)
+	}
+	t.p.later(what, batch)
+	return nil
+}
+
+// writeOne is write for one statement.
+func (t *tx) writeOne(what, sql string, args ...any) error {
+	batch := &pgx.Batch{}
+	batch.Queue(sql, args...)
+	return t.write(what, batch)
+}
+
 func (t *tx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
 	if err := checkPart("workflow_id", id); err != nil {
 		return nil, err
 	}
 	w := new(durablev1.WorkflowRecord)
-	if err := t.get(w, fmt.Sprintf("workflow %q", id), "SELECT record FROM workflows WHERE workflow_id = $1", b(id)); err != nil {
+	k := recordKey{table: cacheWorkflow, wf: id}
+	c, err := t.cached(k, w, fmt.Sprintf("workflow %q", id), "SELECT record FROM workflows WHERE workflow_id = $1", b(id))
+	if err != nil {
 		return nil, err
+	}
+	if c.rows == nil {
+		c.rows = workflowRows(w)
+		t.keep(k, c)
 	}
 	return w, nil
 }
@@ -140,15 +171,22 @@ func (t *tx) PutWorkflow(w *durablev1.WorkflowRecord) error {
 	batch.Queue(`INSERT INTO workflows (workflow_id, record, running, closed_at) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (workflow_id) DO UPDATE SET record = excluded.record, running = excluded.running, closed_at = excluded.closed_at`,
 		b(id), v, running, closedAt)
-	batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = '' AND kind = $2", b(id), int16(engine.WorkflowTask))
-	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = '' AND kind = $2", b(id), int16(engine.WorkflowTaskLeaseTimer))
-	if e, ok := engine.WorkflowQueueEntryOf(w); ok {
-		queueInsert(batch, e)
+	k := recordKey{table: cacheWorkflow, wf: id}
+	var old *indexRows
+	if c, known := t.cache[k]; known {
+		old = c.known()
 	}
-	for _, tm := range engine.WorkflowTimersOf(w) {
-		timerInsert(batch, tm)
+	rows := workflowRows(w)
+	replaceRows(batch, old, *rows, func() {
+		batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = '' AND kind = $2", b(id), int16(engine.WorkflowTask))
+	}, func() {
+		batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = '' AND kind = $2", b(id), int16(engine.WorkflowTaskLeaseTimer))
+	})
+	if err := t.write(fmt.Sprintf("put workflow %q", id), batch); err != nil {
+		return err
 	}
-	return t.send(fmt.Sprintf("put workflow %q", id), batch)
+	t.keep(k, cachedRecord{v: v, ok: true, rows: rows})
+	return nil
 }
 
 func queueInsert(batch *pgx.Batch, e engine.QueueEntry) {
@@ -186,7 +224,7 @@ func (t *tx) AppendEvents(workflowID string, events []*durablev1.HistoryEvent) e
 		batch.Queue(`INSERT INTO history (workflow_id, event_id, event) VALUES ($1, $2, $3)
 			ON CONFLICT (workflow_id, event_id) DO UPDATE SET event = excluded.event`, b(workflowID), ev.GetEventId(), v)
 	}
-	return t.send(fmt.Sprintf("append events of workflow %q", workflowID), batch)
+	return t.write(fmt.Sprintf("append events of workflow %q", workflowID), batch)
 }
 
 func (t *tx) History(workflowID string) ([]*durablev1.HistoryEvent, error) {
@@ -214,10 +252,15 @@ func (t *tx) GetActivity(workflowID, activityID string) (*durablev1.ActivityReco
 		return nil, err
 	}
 	a := new(durablev1.ActivityRecord)
-	err := t.get(a, fmt.Sprintf("activity %s/%s", workflowID, activityID),
+	k := recordKey{table: cacheActivity, wf: workflowID, id: activityID}
+	c, err := t.cached(k, a, fmt.Sprintf("activity %s/%s", workflowID, activityID),
 		"SELECT record FROM activities WHERE workflow_id = $1 AND activity_id = $2", b(workflowID), b(activityID))
 	if err != nil {
 		return nil, err
+	}
+	if c.rows == nil {
+		c.count, c.rows = countRefOf(a), activityRows(a)
+		t.keep(k, c)
 	}
 	return a, nil
 }
@@ -239,9 +282,30 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 		deadAt = &n
 	}
 	what := fmt.Sprintf("put activity %s/%s", wf, id)
+	k := recordKey{table: cacheActivity, wf: wf, id: id}
+	to, rows := countRefOf(a), activityRows(a)
+	batch := &pgx.Batch{}
+	if c, known := t.cache[k]; known {
+		// The transaction saw the old row: its count is known.
+		batch.Queue(`INSERT INTO activities (workflow_id, activity_id, record, state, activity_type, task_queue, dead_lettered_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (workflow_id, activity_id) DO UPDATE SET record = excluded.record, state = excluded.state,
+				activity_type = excluded.activity_type, task_queue = excluded.task_queue, dead_lettered_at = excluded.dead_lettered_at`,
+			b(wf), b(id), v, int16(in.GetState()), b(in.GetActivityType()), b(in.GetTaskQueue()), deadAt)
+		replaceActivityRows(batch, wf, id, c.known(), rows)
+		if err := t.write(what, batch); err != nil {
+			return err
+		}
+		var from countRef
+		if c.ok {
+			from = c.count
+		}
+		t.moveCount(from, to)
+		t.keep(k, cachedRecord{v: v, ok: true, count: to, rows: rows})
+		return nil
+	}
 	// The old row's queue and state, read before the statement writes the
 	// new one, move the activity counts.
-	batch := &pgx.Batch{}
 	var old *countRef
 	batch.Queue(`WITH old AS (SELECT state, task_queue FROM activities WHERE workflow_id = $1 AND activity_id = $2),
 		put AS (INSERT INTO activities (workflow_id, activity_id, record, state, activity_type, task_queue, dead_lettered_at)
@@ -262,7 +326,7 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 			old = &countRef{queue: string(queue), state: durablev1.ActivityState(state)}
 			return nil
 		})
-	t.replaceActivityIndex(batch, wf, id, a)
+	replaceActivityRows(batch, wf, id, nil, rows)
 	if err := t.send(what, batch); err != nil {
 		return err
 	}
@@ -270,25 +334,20 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 	if old != nil {
 		from = *old
 	}
-	t.moveCount(from, countRefOf(a))
+	t.moveCount(from, to)
+	t.keep(k, cachedRecord{v: v, ok: true, count: to, rows: rows})
 	return nil
 }
 
-// replaceActivityIndex queues the statements that replace an activity's
-// queue entry and timers with those a implies (none for a nil a).
-func (t *tx) replaceActivityIndex(batch *pgx.Batch, wf, id string, a *durablev1.ActivityRecord) {
-	batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = $2 AND kind = $3", b(wf), b(id), int16(engine.ActivityTask))
-	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = ANY($3)", b(wf), b(id),
-		[]int16{int16(engine.ActivityLeaseTimer), int16(engine.ScheduleToStartTimer), int16(engine.ScheduleToCloseTimer)})
-	if a == nil {
-		return
-	}
-	if e, ok := engine.QueueEntryOf(a); ok {
-		queueInsert(batch, e)
-	}
-	for _, tm := range engine.TimersOf(a) {
-		timerInsert(batch, tm)
-	}
+// replaceActivityRows queues the statements that turn an activity's queue
+// entry and timers from old (nil: unknown) into new.
+func replaceActivityRows(batch *pgx.Batch, wf, id string, old, new *indexRows) {
+	replaceRows(batch, old, *new, func() {
+		batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = $2 AND kind = $3", b(wf), b(id), int16(engine.ActivityTask))
+	}, func() {
+		batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = ANY($3)", b(wf), b(id),
+			[]int16{int16(engine.ActivityLeaseTimer), int16(engine.ScheduleToStartTimer), int16(engine.ScheduleToCloseTimer)})
+	})
 }
 
 func (t *tx) DeleteActivity(workflowID, activityID string) error {
@@ -298,11 +357,16 @@ func (t *tx) DeleteActivity(workflowID, activityID string) error {
 	}
 	batch := &pgx.Batch{}
 	batch.Queue("DELETE FROM activities WHERE workflow_id = $1 AND activity_id = $2", b(workflowID), b(activityID))
-	t.replaceActivityIndex(batch, workflowID, activityID, nil)
-	if err := t.send(fmt.Sprintf("delete activity %s/%s", workflowID, activityID), batch); err != nil {
+	var rows *indexRows
+	if c, known := t.cache[recordKey{table: cacheActivity, wf: workflowID, id: activityID}]; known {
+		rows = c.known()
+	}
+	replaceActivityRows(batch, workflowID, activityID, rows, &indexRows{})
+	if err := t.write(fmt.Sprintf("delete activity %s/%s", workflowID, activityID), batch); err != nil {
 		return err
 	}
 	t.moveCount(countRefOf(old), countRef{})
+	t.keep(recordKey{table: cacheActivity, wf: workflowID, id: activityID}, cachedRecord{})
 	return nil
 }
 
@@ -310,12 +374,37 @@ func (t *tx) UseActivityID(workflowID, activityID string) (bool, error) {
 	if err := firstErr(checkPart("workflow_id", workflowID), checkPart("activity_id", activityID)); err != nil {
 		return false, err
 	}
-	tag, err := t.q.Exec(t.ctx, "INSERT INTO activity_ids (workflow_id, activity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-		b(workflowID), b(activityID))
-	if err != nil {
-		return false, fmt.Errorf("activity id %s/%s: %w", workflowID, activityID, err)
+	if !t.readOnly {
+		w, err := t.knownIDs(workflowID)
+		if err != nil {
+			return false, err
+		}
+		if w.loaded {
+			return t.useKnownID(w, workflowID, activityID)
+		}
 	}
-	return tag.RowsAffected() == 0, nil
+	what := fmt.Sprintf("activity id %s/%s", workflowID, activityID)
+	k := recordKey{table: cacheActivity, wf: workflowID, id: activityID}
+	if _, known := t.cache[k]; known {
+		tag, err := t.q.Exec(t.ctx, "INSERT INTO activity_ids (workflow_id, activity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+			b(workflowID), b(activityID))
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", what, err)
+		}
+		return tag.RowsAffected() == 0, nil
+	}
+	// The activity is read in the same round trip: scheduling one writes
+	// it next, and reads it first to count it.
+	var used bool
+	var v []byte
+	err := t.q.QueryRow(t.ctx, `WITH used AS (INSERT INTO activity_ids (workflow_id, activity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING true)
+		SELECT NOT EXISTS (SELECT FROM used), (SELECT record FROM activities WHERE workflow_id = $1 AND activity_id = $2)`,
+		b(workflowID), b(activityID)).Scan(&used, &v)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
+	t.keep(k, cachedRecord{v: v, ok: v != nil})
+	return used, nil
 }
 
 func (t *tx) Activities(workflowID string) ([]*durablev1.ActivityRecord, error) {
@@ -384,7 +473,7 @@ func (t *tx) PutTimer(r *durablev1.TimerRecord) error {
 		ON CONFLICT (workflow_id, timer_id) DO UPDATE SET record = excluded.record`, b(wf), b(id), v)
 	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = $3", b(wf), b(id), int16(engine.UserTimer))
 	timerInsert(batch, engine.UserTimerOf(r))
-	return t.send(fmt.Sprintf("put timer %s/%s", wf, id), batch)
+	return t.write(fmt.Sprintf("put timer %s/%s", wf, id), batch)
 }
 
 func (t *tx) DeleteTimer(workflowID, timerID string) error {
@@ -394,7 +483,7 @@ func (t *tx) DeleteTimer(workflowID, timerID string) error {
 	batch := &pgx.Batch{}
 	batch.Queue("DELETE FROM user_timers WHERE workflow_id = $1 AND timer_id = $2", b(workflowID), b(timerID))
 	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = $3", b(workflowID), b(timerID), int16(engine.UserTimer))
-	return t.send(fmt.Sprintf("delete timer %s/%s", workflowID, timerID), batch)
+	return t.write(fmt.Sprintf("delete timer %s/%s", workflowID, timerID), batch)
 }
 
 // Counter returns the engine's id sequence; a new store starts at 0. The

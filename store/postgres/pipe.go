@@ -1,0 +1,179 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// A writing transaction does not wait for its writes: each one is queued
+// (pipe.later) and goes to the database with the transaction's next
+// statement, in the same round trip, or with the statements that end the
+// transaction (finish). So a transaction costs a round trip per read that
+// its cache (cache.go) cannot answer, one to end it, and its begin and
+// commit; the writes of a batch of transitions travel together.
+//
+// What a write returns at once is only what the store checks itself (ids
+// too long, records too large). A statement the database refuses fails the
+// statement it travels with, and with it the transaction, which PostgreSQL
+// has aborted in any case: firstFailure keeps the refusal, and Update judges
+// the attempt by it (a serialization failure still runs the transaction
+// again). The reads of a transaction see its earlier writes, since every
+// queued write reaches the database before the next statement runs.
+
+// The transaction's begin waits the same way, for its first statement, and
+// its commit goes with the writes that end it (tx.finish): a transaction
+// that reads nothing its cache cannot answer costs one round trip.
+
+// pipe is the querier of a transaction: it sends what waits with each
+// statement and counts the round trips.
+type pipe struct {
+	q       querier
+	begin   string // the statement that begins the transaction
+	began   bool   // begin has been sent
+	pending pgx.Batch
+	trips   *atomic.Int64
+}
+
+var _ querier = (*pipe)(nil)
+
+// later queues the statements of b to go with the next round trip; an
+// error of one says what it was part of.
+func (p *pipe) later(what string, b *pgx.Batch) {
+	for _, qq := range b.QueuedQueries {
+		fn := qq.Fn
+		qq.Fn = func(br pgx.BatchResults) error {
+			var err error
+			if fn != nil {
+				err = fn(br)
+			} else {
+				_, err = br.Exec()
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			return nil
+		}
+		p.pending.QueuedQueries = append(p.pending.QueuedQueries, qq)
+	}
+}
+
+// waiting reports whether anything waits to be sent, the begin included.
+func (p *pipe) waiting() bool { return !p.began || p.pending.Len() > 0 }
+
+// take returns what waits, to be sent, and forgets it.
+func (p *pipe) take() *pgx.Batch {
+	b := &pgx.Batch{}
+	if !p.began {
+		p.began = true
+		b.Queue(p.begin).Exec(func(pgconn.CommandTag) error { return nil })
+	}
+	b.QueuedQueries = append(b.QueuedQueries, p.pending.QueuedQueries...)
+	p.pending.QueuedQueries = nil
+	return b
+}
+
+func (p *pipe) trip() { p.trips.Add(1) }
+
+func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	p.trip()
+	if !p.waiting() {
+		return p.q.Exec(ctx, sql, args...)
+	}
+	b := p.take()
+	var tag pgconn.CommandTag
+	b.Queue(sql, args...).Exec(func(ct pgconn.CommandTag) error {
+		tag = ct
+		return nil
+	})
+	return tag, p.q.SendBatch(ctx, b).Close()
+}
+
+func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	p.trip()
+	if !p.waiting() {
+		return p.q.Query(ctx, sql, args...)
+	}
+	b := p.take()
+	n := b.Len()
+	b.Queue(sql, args...)
+	br := p.q.SendBatch(ctx, b)
+	for _, qq := range b.QueuedQueries[:n] {
+		if err := qq.Fn(br); err != nil {
+			br.Close()
+			return nil, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return &pipedRow{p: p, ctx: ctx, sql: sql, args: args}
+}
+
+// SendBatch sends what waits, then b.
+func (p *pipe) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	p.trip()
+	if !p.waiting() {
+		return p.q.SendBatch(ctx, b)
+	}
+	all := p.take()
+	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
+	return p.q.SendBatch(ctx, all)
+}
+
+// pipedRow is a row of QueryRow, read when it is scanned.
+type pipedRow struct {
+	p    *pipe
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+func (r *pipedRow) Scan(dest ...any) error {
+	p := r.p
+	p.trip()
+	if !p.waiting() {
+		return p.q.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
+	}
+	b := p.take()
+	// No row is an answer, not a failure of the batch: pgx forgets the
+	// prepared statements of a batch that failed.
+	none := false
+	b.Queue(r.sql, r.args...).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(dest...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			none = true
+			return nil
+		}
+		return err
+	})
+	if err := p.q.SendBatch(r.ctx, b).Close(); err != nil {
+		return err
+	}
+	if none {
+		return pgx.ErrNoRows
+	}
+	return nil
+}
+
+// batchRows are the rows of the last statement of a batch; closing them
+// closes the batch.
+type batchRows struct {
+	pgx.Rows
+	br pgx.BatchResults
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	r.br.Close()
+}

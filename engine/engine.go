@@ -60,6 +60,9 @@ type Engine struct {
 	timers      timerSet                // the live timers kept in memory, earliest first
 	timerWake   chan struct{}
 	watchers    map[*watcher]struct{}
+	// catchUp holds what changed while watchers' snapshots stream
+	// (watch_catchup.go).
+	catchUp catchUp
 	// horizon is the end of the window of waiting work kept in memory;
 	// refilling is held while a refill moves it (horizon.go).
 	horizon   time.Time
@@ -133,6 +136,7 @@ func New(store Store, opts Options) (*Engine, error) {
 		queues:        map[queueKey]*entryHeap{},
 		timerWake:     make(chan struct{}, 1),
 		watchers:      map[*watcher]struct{}{},
+		catchUp:       catchUp{budget: catchUpBudget},
 		snapshotReads: make(chan struct{}, snapshotReaders()),
 		closeSubs:     map[string][]chan struct{}{},
 		counts:        map[stateKey]int{},

@@ -7,3 +7,12 @@ func (e *Engine) CloseWaiters(id string) int {
 	defer e.mu.Unlock()
 	return len(e.closeSubs[id])
 }
+
+// SetCatchUpBudget sets what the catch-up log of watchers whose snapshot
+// streams may cost (catchUpBudget): tests of a log over budget make it
+// small.
+func (e *Engine) SetCatchUpBudget(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.catchUp.budget = n
+}

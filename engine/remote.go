@@ -129,8 +129,7 @@ func (e *Engine) resync() {
 		e.closedLocked(id)
 	}
 	for w := range e.watchers {
-		w.stop(ErrWatchLagged)
-		delete(e.watchers, w)
+		e.cutOffLocked(w)
 	}
 	e.mu.Unlock()
 	e.reloadOverrides()

@@ -16,10 +16,11 @@ import (
 const watchBuffer = 4096
 
 // ErrWatchLagged ends a watch whose reader fell more than watchBuffer
-// events behind: the changes it missed are gone, so it should watch again
-// and start from a fresh snapshot. It is the reader's pace, not a fault of
-// the daemon.
-var ErrWatchLagged = fmt.Errorf("the watch fell more than %d events behind; resubscribe for a fresh snapshot", watchBuffer)
+// events behind, or whose snapshot streamed while more records changed than
+// the daemon keeps for it (see watch_catchup.go): the changes it missed are
+// gone, so it should watch again and start from a fresh snapshot. It is the
+// reader's pace, not a fault of the daemon.
+var ErrWatchLagged = fmt.Errorf("the watch fell more than %d events behind, or more records changed during its snapshot than the daemon keeps; resubscribe for a fresh snapshot", watchBuffer)
 
 // A watch snapshot carries closed workflows only from the last
 // watchClosedWindow, and at most watchClosedMax of them, the newest: a
@@ -42,6 +43,11 @@ type watcher struct {
 	// (see queueShower); guarded by the engine's mu.
 	queues   []*durablev1.TaskQueue
 	queuesAt time.Time
+	// catching says the watcher's snapshot still streams: the changes
+	// after its view gather in the catch-up log, from its seq from on
+	// (watch_catchup.go), and none queue in ch. Guarded by the engine's mu.
+	catching bool
+	from     uint64
 }
 
 func (w *watcher) stop(err error) {
@@ -123,9 +129,19 @@ func (e *Engine) publishLocked(c *change) {
 }
 
 // sendLocked queues events for every watcher, cutting off those that fell
-// behind.
+// behind; the watchers whose snapshot still streams find them in the
+// catch-up log.
 func (e *Engine) sendLocked(events []*durablev1.WatchEvent) {
+	if e.catchUp.catching() {
+		e.catchUp.fold(events)
+		for e.catchUp.over() {
+			e.cutOffLocked(e.catchUp.oldestWatcher())
+		}
+	}
 	for w := range e.watchers {
+		if w.catching {
+			continue
+		}
 		for _, ev := range events {
 			if !e.queueLocked(w, ev) {
 				break
@@ -134,9 +150,8 @@ func (e *Engine) sendLocked(events []*durablev1.WatchEvent) {
 	}
 }
 
-// queueLocked queues ev for w, or cuts w off if its buffer is full: it
-// leaves the watchers, and the events it had queued, which it will never
-// send, are let go. A watcher whose snapshot is still streaming sends the
+// queueLocked queues ev for a live w, or cuts w off if its buffer is full.
+// A watcher whose snapshot is still streaming when it is cut off sends the
 // rest of its snapshot and SNAPSHOT_DONE before it ends (see Watch).
 func (e *Engine) queueLocked(w *watcher, ev *durablev1.WatchEvent) bool {
 	select {
@@ -144,15 +159,22 @@ func (e *Engine) queueLocked(w *watcher, ev *durablev1.WatchEvent) bool {
 		return true
 	default:
 	}
+	e.cutOffLocked(w)
+	return false
+}
+
+// cutOffLocked ends w as lagging: it leaves the watchers and the catch-up
+// log, and the events it had queued, which it will never send, are let go.
+func (e *Engine) cutOffLocked(w *watcher) {
 	w.stop(ErrWatchLagged)
 	delete(e.watchers, w)
+	e.catchUp.leave(w)
 	for len(w.ch) > 0 {
 		select {
 		case <-w.ch:
 		default:
 		}
 	}
-	return false
 }
 
 // sendViewsLocked sends activities whose view changed without a transition
@@ -184,10 +206,12 @@ func (e *Engine) sendViewsLocked(views []*durablev1.PendingActivity) {
 //
 // The snapshot is read without the engine's lock, from a store view fixed
 // at a point between two published batches (see Engine.publishing), and
-// sent as it is read, a chunk at a time (watch_snapshot.go); the changes
-// published after that point queue in the watcher's buffer while the
-// snapshot streams, and follow it in order. A commit waits for a Watch only
-// while it fixes its view and registers, never while it reads or sends.
+// sent as it is read, a chunk at a time (watch_snapshot.go); the records
+// changed after that point gather in the catch-up log while the snapshot
+// streams (watch_catchup.go) and follow SNAPSHOT_DONE in their last state,
+// then each change queues in the watcher's buffer and follows in order. A
+// commit waits for a Watch only while it fixes its view and registers,
+// never while it reads or sends.
 func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send func(*durablev1.WatchEvent) error) error {
 	w := &watcher{ch: make(chan *durablev1.WatchEvent, watchBuffer), done: make(chan struct{})}
 	stop := make(chan struct{})
@@ -196,6 +220,7 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 		close(stop) // the reader, should it still be reading, ends its view
 		e.mu.Lock()
 		delete(e.watchers, w)
+		e.catchUp.leave(w)
 		e.mu.Unlock()
 	}()
 	for ev := range r.out {
@@ -208,16 +233,33 @@ func (e *Engine) Watch(ctx context.Context, req *durablev1.WatchRequest, send fu
 	}
 	// The task queues are a gauge of now, not of the view: taken as the
 	// snapshot ends. queueShower leaves the watcher alone until then, so
-	// every list it queues for the watcher is newer than this one.
+	// every list it queues for the watcher is newer than this one. In the
+	// same step the watcher takes what changed since its view and goes
+	// live: every event queued from then on is newer.
 	e.mu.Lock()
 	now := e.now()
 	queues := e.taskQueuesLocked(now)
 	w.queues, w.queuesAt = queues, now
+	var caught []caughtState
+	if w.catching {
+		caught = e.catchUp.since(w.from)
+		e.catchUp.leave(w)
+	}
 	e.mu.Unlock()
 	err := send(&durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE, ServerTime: r.now, Writes: r.writes,
 		TaskQueues: &durablev1.TaskQueueList{TaskQueues: queues}})
 	if err != nil {
 		return err
+	}
+	for _, ev := range catchUpEvents(caught, ts(now)) {
+		select {
+		case <-w.done:
+			return w.err
+		default:
+		}
+		if err := send(ev); err != nil {
+			return err
+		}
 	}
 	for {
 		// A watcher cut off ends at once, without the events it still has.
@@ -249,6 +291,7 @@ func (e *Engine) registerLocked(w *watcher) error {
 		return &WatchLimitError{Limit: e.opts.MaxWatchers}
 	}
 	e.watchers[w] = struct{}{}
+	e.catchUp.join(w)
 	return nil
 }
 

@@ -34,12 +34,15 @@ import (
 // On PostgreSQL it is a connection, which the commits need too: there a
 // Watch first waits for one of the store's LongViews (LongViewStore).
 //
-// While the snapshot streams, the changes published after the view queue in
-// the watcher's buffer, watchBuffer events at most, as after it: a watcher
-// whose snapshot outlasts that many events is cut off (queueLocked), sends
-// the rest of its snapshot and SNAPSHOT_DONE, and ends with ErrWatchLagged.
-// The events are shared by every watcher, so what the buffers hold is at
-// most the last watchBuffer events published, however many watchers lag.
+// While the snapshot streams, the records changed after the view gather in
+// the catch-up log, each in its last state (watch_catchup.go), which is
+// bounded by what it holds, not by how many events were published: a
+// snapshot may take as long as its client takes to read it. Only a log over
+// its budget cuts a watcher off before it is live; the watcher sends the
+// rest of its snapshot and SNAPSHOT_DONE, and ends with ErrWatchLagged.
+// Once live, a watcher's buffer holds watchBuffer events at most; the
+// events are shared by every watcher, so what the buffers hold is at most
+// the last watchBuffer events published, however many watchers lag.
 
 // snapshotAhead is how many chunks the reader may have read that the Watch
 // has not taken yet.
@@ -112,7 +115,7 @@ func (r *snapshotReader) release() {
 // that lets another watcher read meanwhile. Were the token let go at every
 // wait, each reader would hand it on at every chunk and the snapshots
 // opened together would all be read at once, taking the CPU the commits
-// need (TestWatchSnapshotDoesNotBlockCommits).
+// need (BenchmarkWatchOpens' commit-p99-ms in internal/bench).
 const snapshotYield = 100 * time.Millisecond
 
 // emit hands a chunk to the Watch. While the client keeps up, the reader

@@ -285,43 +285,113 @@ func TestWatchSlowClientHoldsNoOneBack(t *testing.T) {
 	}
 }
 
-// TestWatchLaggingWhileTheSnapshotStreamsEndsAfterIt: a watcher that
-// misses more changes than its buffer holds while its snapshot streams
-// still gets the whole snapshot and SNAPSHOT_DONE, then ErrWatchLagged and
-// no change: a client that subscribes again never holds half a snapshot.
-func TestWatchLaggingWhileTheSnapshotStreamsEndsAfterIt(t *testing.T) {
-	t.Parallel()
-	h := setup(t, engine.Options{})
-	h.scheduleMany(2000, 1000)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	first, release := make(chan struct{}), make(chan struct{})
-	var kinds []durablev1.WatchEventKind
-	acts := 0
-	ended := make(chan error, 1)
+// slowSnapshot opens a watch whose client takes the first snapshot event
+// only once release is closed: every change committed meanwhile lands after
+// its view, while its snapshot streams. The events it sent go to events.
+func (h *harness) slowSnapshot(ctx context.Context) (events chan *durablev1.WatchEvent, ended chan error, release func()) {
+	h.t.Helper()
+	first, released := make(chan struct{}), make(chan struct{})
+	events, ended = make(chan *durablev1.WatchEvent, 1<<16), make(chan error, 1)
 	go func() {
+		n := 0
 		ended <- h.e.Watch(ctx, &durablev1.WatchRequest{}, func(ev *durablev1.WatchEvent) error {
-			if len(kinds) == 0 {
+			if n == 0 {
 				close(first)
-				<-release
+				<-released
 			}
-			kinds = append(kinds, ev.GetKind())
-			acts += len(ev.GetActivities())
+			n++
+			events <- ev
 			return nil
 		})
 	}()
 	select {
 	case <-first:
 	case <-time.After(time.Minute):
-		t.Fatal("no snapshot event within a minute")
+		h.t.Fatal("no snapshot event within a minute")
 	}
-	// More changes than the watcher's buffer (4,096 events) holds.
-	for i := range 4200 {
-		if _, err := h.e.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: fmt.Sprintf("lag-%d", i), WorkflowType: "Lag", TaskQueue: "lag"}); err != nil {
+	return events, ended, func() { close(released) }
+}
+
+// startMany starts n workflows prefix-0, prefix-1, …, one commit each.
+func (h *harness) startMany(prefix string, n int) {
+	h.t.Helper()
+	for i := range n {
+		if _, err := h.e.StartWorkflow(context.Background(), &durablev1.StartWorkflowRequest{WorkflowId: fmt.Sprintf("%s-%d", prefix, i), WorkflowType: "Busy", TaskQueue: "busy"}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// TestWatchSnapshotOutlastingItsBufferEndsConsistent: while a watcher's
+// client holds its first snapshot chunk, more changes commit than a live
+// watcher's buffer holds (4,096 events): activities of the snapshot leased,
+// completed and failed, and 4,200 workflows started one commit each. The
+// watcher is not cut off: after its snapshot it gets each changed record in
+// its last state, and ends with what a snapshot taken afterwards shows, in
+// far fewer events than the changes.
+func TestWatchSnapshotOutlastingItsBufferEndsConsistent(t *testing.T) {
+	t.Parallel()
+	h := setup(t, engine.Options{})
+	h.scheduleMany(2000, 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, ended, release := h.slowSnapshot(ctx)
+	r, err := h.e.PollActivityTask(now(), &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "w", MaxTasks: 150})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, task := range r.GetTasks() {
+		switch i % 3 {
+		case 0:
+			_, err = h.e.CompleteActivityTask(ctx, &durablev1.CompleteActivityTaskRequest{TaskToken: task.GetTaskToken()})
+		case 1:
+			_, err = h.e.FailActivityTask(ctx, &durablev1.FailActivityRequest{TaskToken: task.GetTaskToken(), Failure: &durablev1.Failure{Type: "Flaky", Message: "again"}})
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	close(release)
+	h.startMany("busy", 4200)
+	release()
+	m := &watchModel{}
+	after, removed := 0, 0
+	h.synced(m, events, ended, func(ev *durablev1.WatchEvent) {
+		if m.synced {
+			after++
+		}
+		removed += len(ev.GetRemoved())
+	})
+	want := snapshotOf(t, h.e)
+	if d := m.diff(want); len(d) > 0 {
+		t.Errorf("the watcher differs from the store:\n%v", d)
+	}
+	if len(m.workflows) != len(want.workflows) || len(m.activities) != 2000-50 {
+		t.Errorf("the watcher shows %d workflows and %d activities, the store %d and %d", len(m.workflows), len(m.activities), len(want.workflows), len(want.activities))
+	}
+	if removed != 50 {
+		t.Errorf("%d activities removed, want the 50 completed", removed)
+	}
+	if after > 100 {
+		t.Errorf("%d events after the snapshot, want the changes of each record sent once in its last state", after)
+	}
+}
+
+// TestWatchOutgrowingTheCatchUpLogEndsAfterItsSnapshot: a watcher whose
+// snapshot streams while more records change than the daemon keeps for it
+// still gets the whole snapshot and SNAPSHOT_DONE, then ErrWatchLagged and
+// no change: a client that subscribes again never holds half a snapshot.
+// Another watcher that opens after it is not held to its fate.
+func TestWatchOutgrowingTheCatchUpLogEndsAfterItsSnapshot(t *testing.T) {
+	t.Parallel()
+	h := setup(t, engine.Options{})
+	h.scheduleMany(2000, 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.e.SetCatchUpBudget(16 << 10)
+	events, ended, release := h.slowSnapshot(ctx)
+	// Far more than 16 KiB of workflows.
+	h.startMany("busy", 200)
+	release()
 	var err error
 	select {
 	case err = <-ended:
@@ -331,8 +401,68 @@ func TestWatchLaggingWhileTheSnapshotStreamsEndsAfterIt(t *testing.T) {
 	if !errors.Is(err, engine.ErrWatchLagged) {
 		t.Fatalf("Watch = %v, want ErrWatchLagged", err)
 	}
+	close(events)
+	var kinds []durablev1.WatchEventKind
+	acts := 0
+	for ev := range events {
+		kinds = append(kinds, ev.GetKind())
+		acts += len(ev.GetActivities())
+	}
 	if last := kinds[len(kinds)-1]; last != durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE || acts != 2000 {
 		t.Fatalf("the lagging watcher got %d activities and ended with %v after %d events, want the 2,000 and SNAPSHOT_DONE last", acts, last, len(kinds))
+	}
+	if m := snapshotOf(t, h.e); len(m.workflows) < 200 {
+		t.Fatalf("a watcher opened after it shows %d workflows, want at least the 200 started", len(m.workflows))
+	}
+}
+
+// TestWatchLaggingAfterItsSnapshotIsCutOff: a live watcher whose client
+// takes nothing while more events are published than its buffer holds
+// (4,096) ends with ErrWatchLagged.
+func TestWatchLaggingAfterItsSnapshotIsCutOff(t *testing.T) {
+	t.Parallel()
+	h := setup(t, engine.Options{})
+	h.scheduleMany(100, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stuck, release := make(chan struct{}), make(chan struct{})
+	ended := make(chan error, 1)
+	go func() {
+		live := false // the next event is the first after the snapshot
+		ended <- h.e.Watch(ctx, &durablev1.WatchRequest{}, func(ev *durablev1.WatchEvent) error {
+			if live {
+				live = false
+				close(stuck)
+				<-release
+				return nil
+			}
+			if ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
+				live = true
+			}
+			return nil
+		})
+	}()
+	deadline := time.After(time.Minute)
+	for i := 0; ; i++ {
+		h.start(fmt.Sprintf("first-%d", i), "First")
+		select {
+		case <-stuck:
+		case <-deadline:
+			t.Fatal("the watcher got no change within a minute")
+		default:
+			continue
+		}
+		break
+	}
+	h.startMany("busy", 4200)
+	close(release)
+	select {
+	case err := <-ended:
+		if !errors.Is(err, engine.ErrWatchLagged) {
+			t.Fatalf("Watch = %v, want ErrWatchLagged", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the lagging watch did not end within a minute")
 	}
 }
 

@@ -144,8 +144,9 @@ func (s *Server) GetWorkflowTaskHistory(ctx context.Context, req *durablev1.GetW
 // faults of the daemon, and are logged as such: more watchers than
 // --max-watchers allows (ResourceExhausted: close one or raise the limit,
 // and back off before trying again), and a reader that fell more than the
-// buffer behind (Aborted: the changes it missed are gone; resubscribe at
-// once for a fresh snapshot). Aborted is gRPC's "retry at a higher level"
+// buffer behind, or whose snapshot streamed while more records changed than
+// the daemon keeps for it (Aborted: the changes it missed are gone;
+// resubscribe at once for a fresh snapshot). Aborted is gRPC's "retry at a higher level"
 // — here, the whole subscription — and is kept apart from
 // ResourceExhausted, after which an immediate retry would fail again.
 func (s *Server) Watch(req *durablev1.WatchRequest, stream durablev1.Durable_WatchServer) error {

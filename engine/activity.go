@@ -142,7 +142,7 @@ func leasedWithWorkflow(tx Tx, token []byte) (*durablev1.ActivityRecord, *durabl
 // CompleteActivityTask records the result of a leased attempt and wakes the
 // workflow (completeActivity).
 func (e *Engine) CompleteActivityTask(ctx context.Context, req *durablev1.CompleteActivityTaskRequest) (*durablev1.Empty, error) {
-	err := e.commit(func(tx Tx, c *change) error {
+	err := e.commitReading(tokenReads(req.GetTaskToken(), true), func(tx Tx, c *change) error {
 		a, w, t, err := leasedWithWorkflow(tx, req.GetTaskToken())
 		if err != nil {
 			return err
@@ -160,7 +160,7 @@ func (e *Engine) CompleteActivityTask(ctx context.Context, req *durablev1.Comple
 // FailActivityTask reports a failed attempt; Decide says what follows
 // (failActivity).
 func (e *Engine) FailActivityTask(ctx context.Context, req *durablev1.FailActivityRequest) (*durablev1.Empty, error) {
-	err := e.commit(func(tx Tx, c *change) error {
+	err := e.commitReading(tokenReads(req.GetTaskToken(), true), func(tx Tx, c *change) error {
 		a, w, t, err := leasedWithWorkflow(tx, req.GetTaskToken())
 		if err != nil {
 			return err
@@ -183,7 +183,7 @@ func (e *Engine) FailActivityTask(ctx context.Context, req *durablev1.FailActivi
 // checkpoint the next attempt receives (recordHeartbeat).
 func (e *Engine) RecordHeartbeat(ctx context.Context, req *durablev1.HeartbeatRequest) (*durablev1.HeartbeatResponse, error) {
 	resp := &durablev1.HeartbeatResponse{}
-	err := e.commit(func(tx Tx, c *change) error {
+	err := e.commitReading(tokenReads(req.GetTaskToken(), false), func(tx Tx, c *change) error {
 		a, t, err := leased(tx, req.GetTaskToken())
 		if err != nil {
 			return err

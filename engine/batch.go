@@ -54,8 +54,11 @@ const (
 
 // request is one state transition waiting for the batcher.
 type request struct {
-	fn     func(tx Tx, c *change) error
-	kind   requestKind
+	fn   func(tx Tx, c *change) error
+	kind requestKind
+	// reads are records fn will read, read ahead by a store that can
+	// (prefetch.go); a hint, not a limit.
+	reads  []RecordKey
 	change *change // what it changed, once committed
 	err    error
 	done   chan struct{}
@@ -78,18 +81,24 @@ var errAbortBatch = errors.New("abort batch")
 // they arrived, each seeing the writes of those before it. It returns fn's
 // error, or the store's, once what fn changed is published: after a sync if
 // it shows anything outside the engine.
-func (e *Engine) update(fn func(tx Tx, c *change) error) error { return e.submit(fn, kindUpdate) }
+func (e *Engine) update(fn func(tx Tx, c *change) error) error { return e.submit(fn, kindUpdate, nil) }
 
 // commit is update that always returns after a sync: the caller may
 // acknowledge after it.
-func (e *Engine) commit(fn func(tx Tx, c *change) error) error { return e.submit(fn, kindCommit) }
+func (e *Engine) commit(fn func(tx Tx, c *change) error) error { return e.submit(fn, kindCommit, nil) }
+
+// commitReading is commit for a transition that will read the records
+// reads names (prefetch.go).
+func (e *Engine) commitReading(reads []RecordKey, fn func(tx Tx, c *change) error) error {
+	return e.submit(fn, kindCommit, reads)
+}
 
 // lease is update for a lease hand-out: it returns at commit, without
 // waiting for the disk.
-func (e *Engine) lease(fn func(tx Tx, c *change) error) error { return e.submit(fn, kindLease) }
+func (e *Engine) lease(fn func(tx Tx, c *change) error) error { return e.submit(fn, kindLease, nil) }
 
-func (e *Engine) submit(fn func(tx Tx, c *change) error, kind requestKind) error {
-	r := &request{fn: fn, kind: kind, done: make(chan struct{})}
+func (e *Engine) submit(fn func(tx Tx, c *change) error, kind requestKind, reads []RecordKey) error {
+	r := &request{fn: fn, kind: kind, reads: reads, done: make(chan struct{})}
 	select {
 	case e.requests <- r:
 	case <-e.closeCh:
@@ -263,7 +272,22 @@ func (e *Engine) apply(batch []*request) {
 // for finish to publish), or none, with errAbortBatch when the transition at
 // the returned index failed (its error is in its request) or with the store's
 // error when the commit failed.
+//
+// A store that can first reads the records the batch said it reads, in one
+// go (prefetch.go). Should that read fail, the transaction is discarded and
+// the batch runs again without it, so that a failure is met, and judged, by
+// the transition whose read it is, as without a prefetch.
 func (e *Engine) try(batch []*request) (int, error) {
+	n, prefetchFailed, err := e.tryOnce(batch, true)
+	if prefetchFailed {
+		n, _, err = e.tryOnce(batch, false)
+	}
+	return n, err
+}
+
+// tryOnce is try, with a prefetch or without; prefetchFailed reports that
+// the prefetch failed, and with it the transaction.
+func (e *Engine) tryOnce(batch []*request, prefetch bool) (n int, prefetchFailed bool, err error) {
 	changes := make([]*change, len(batch))
 	failed := -1
 	began := e.now()
@@ -278,7 +302,7 @@ func (e *Engine) try(batch []*request) (int, error) {
 			e.releasePublishing()
 		}
 	}()
-	err := e.store.Update(func(tx Tx) error {
+	err = e.store.Update(func(tx Tx) error {
 		if !e.publishHeld {
 			defer func() {
 				e.publishing.Lock()
@@ -286,6 +310,15 @@ func (e *Engine) try(batch []*request) (int, error) {
 			}()
 		}
 		failed = -1 // the store may run the transaction again
+		prefetchFailed = false
+		if p, ok := tx.(Prefetcher); ok && prefetch {
+			if keys := batchReads(batch); len(keys) > 0 {
+				if err := p.Prefetch(keys); err != nil {
+					prefetchFailed = true
+					return err
+				}
+			}
+		}
 		for i, r := range batch {
 			c := &change{now: e.now()}
 			r.err = r.fn(&trackTx{Tx: tx, c: c}, c)
@@ -301,16 +334,19 @@ func (e *Engine) try(batch []*request) (int, error) {
 		countLatency(tx, changes)
 		return e.rt.beforeCommit(tx, changes)
 	})
+	if prefetchFailed {
+		return 0, true, err
+	}
 	if failed >= 0 {
-		return failed, errAbortBatch
+		return failed, false, errAbortBatch
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	committed = true
 	for i, r := range batch {
 		r.change = changes[i]
 	}
 	e.opts.Observer.BatchCommitted(len(batch), e.now().Sub(began))
-	return len(batch), nil
+	return len(batch), false, nil
 }

@@ -22,7 +22,9 @@
 // read or wrote and answers a second read of one from memory (cache.go),
 // and its writes, its begin and its commit wait to travel with its next
 // read or its end (pipe.go). A claim reads the records of what it claims
-// in its own statement (shared.go).
+// in its own statement (shared.go), and Prefetch reads the records a batch
+// of transitions says it will read, all in one round trip, before they run
+// (prefetch.go).
 //
 // Any number of nodes (durabled processes) may share a database: the Store
 // is an engine.SharedStore. Each opens it under a name of its own,

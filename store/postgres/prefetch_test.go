@@ -95,3 +95,38 @@ func TestPrefetch_LeavesAnIDTheStoreRefusesToTheRead(t *testing.T) {
 		t.Errorf("reading an activity by an id the store refuses: %v, want the store's refusal", err)
 	}
 }
+
+// An activity a transaction knows only from an id check (or a claim), both
+// of which keep its record but not its count, and then writes without
+// reading it, moves its count from where the database had it.
+func TestPutActivity_AfterAnIDCheckMovesTheCountItHad(t *testing.T) {
+	t.Parallel()
+	s := open(t, testpg.Database(t))
+	trips(t, s, func(tx engine.Tx) error {
+		if err := tx.PutWorkflow(workflowRecord("w")); err != nil {
+			return err
+		}
+		return tx.PutActivity(activityRecord("w", "a", durablev1.ActivityState_ACTIVITY_STATE_STARTED))
+	})
+	trips(t, s, func(tx engine.Tx) error {
+		if used, err := tx.UseActivityID("w", "a"); err != nil {
+			return err
+		} else if used {
+			t.Errorf("activity id w/a used before it was checked")
+		}
+		return tx.PutActivity(activityRecord("w", "a", durablev1.ActivityState_ACTIVITY_STATE_RETRYING))
+	})
+	counts := map[durablev1.ActivityState]int64{}
+	if err := s.View(func(v engine.Tx) error {
+		_, err := v.(*tx).ActivityCounts(func(_ string, st durablev1.ActivityState, n int64) bool {
+			counts[st] += n
+			return true
+		})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if counts[durablev1.ActivityState_ACTIVITY_STATE_STARTED] != 0 || counts[durablev1.ActivityState_ACTIVITY_STATE_RETRYING] != 1 {
+		t.Errorf("counts after the write: %v, want one retrying and none started", counts)
+	}
+}

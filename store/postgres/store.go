@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,7 +18,37 @@ import (
 
 // maxAttempts bounds how often Update runs fn when PostgreSQL aborts the
 // transaction for a serialization failure or a deadlock.
-const maxAttempts = 10
+const maxAttempts = 20
+
+// A transaction that lost a conflict waits before it runs again: a random
+// time (full jitter) below conflictBackoffBase doubled per attempt, at most
+// conflictBackoffCap. Nodes whose batches touch the same hot workflows
+// otherwise run again in step and keep colliding: three nodes completing
+// activities of the same workflows exhausted ten immediate re-runs in two
+// of two benchmark rounds. Waiting all twenty attempts at the cap would
+// take under two seconds, well inside a workflow task's lease.
+const (
+	conflictBackoffBase = time.Millisecond
+	conflictBackoffCap  = 100 * time.Millisecond
+)
+
+// conflictBackoff is how long Update waits after the attempt-th run (from
+// 1) of a transaction lost a conflict; jitter draws uniformly from [0, d).
+func conflictBackoff(attempt int, jitter func(d time.Duration) time.Duration) time.Duration {
+	d := conflictBackoffCap
+	if attempt < 8 && conflictBackoffBase<<attempt < conflictBackoffCap {
+		d = conflictBackoffBase << attempt
+	}
+	return jitter(d)
+}
+
+// fullJitter draws uniformly from [0, d).
+func fullJitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(d)))
+}
 
 // Options configure a Store.
 type Options struct {
@@ -129,12 +161,15 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 	slot := <-s.slots
 	defer func() { s.slots <- slot }()
 	var err error
-	for range maxAttempts {
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		// A tx per attempt: the notices of an attempt that rolled back go
 		// with it.
 		err = s.attempt(ctx, false, slot, fn)
 		if !retryable(err) {
 			return s.mapErr(err)
+		}
+		if attempt < maxAttempts {
+			time.Sleep(conflictBackoff(attempt, fullJitter))
 		}
 	}
 	return fmt.Errorf("transaction conflicted %d times: %w", maxAttempts, err)

@@ -299,6 +299,15 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 		var from countRef
 		if c.ok {
 			from = c.count
+			if from.state == 0 {
+				// Kept by a claim or an id check, which read the record but
+				// not its count: the record says where it is counted.
+				old := new(durablev1.ActivityRecord)
+				if err := unmarshal(what, c.v, old); err != nil {
+					return err
+				}
+				from = countRefOf(old)
+			}
 		}
 		t.moveCount(from, to)
 		t.keep(k, cachedRecord{v: v, ok: true, count: to, rows: rows})

@@ -65,16 +65,7 @@ func TestPrefetch_ReadsManyRecordsInOneRoundTripAndKeepsTheMissingAsMissing(t *t
 	if n != 2 {
 		t.Errorf("a transaction that prefetched, read what it prefetched and wrote took %d round trips, want 2", n)
 	}
-	counts := map[durablev1.ActivityState]int64{}
-	if err := s.View(func(v engine.Tx) error {
-		_, err := v.(*tx).ActivityCounts(func(_ string, st durablev1.ActivityState, n int64) bool {
-			counts[st] += n
-			return true
-		})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	counts := countsByState(t, s)
 	if counts[durablev1.ActivityState_ACTIVITY_STATE_STARTED] != 2 || counts[durablev1.ActivityState_ACTIVITY_STATE_RETRYING] != 1 {
 		t.Errorf("counts after the write: %v, want two started and one retrying", counts)
 	}
@@ -116,6 +107,15 @@ func TestPutActivity_AfterAnIDCheckMovesTheCountItHad(t *testing.T) {
 		}
 		return tx.PutActivity(activityRecord("w", "a", durablev1.ActivityState_ACTIVITY_STATE_RETRYING))
 	})
+	counts := countsByState(t, s)
+	if counts[durablev1.ActivityState_ACTIVITY_STATE_STARTED] != 0 || counts[durablev1.ActivityState_ACTIVITY_STATE_RETRYING] != 1 {
+		t.Errorf("counts after the write: %v, want one retrying and none started", counts)
+	}
+}
+
+// countsByState reads the activity counts of s, summed over queues.
+func countsByState(t *testing.T, s *Store) map[durablev1.ActivityState]int64 {
+	t.Helper()
 	counts := map[durablev1.ActivityState]int64{}
 	if err := s.View(func(v engine.Tx) error {
 		_, err := v.(*tx).ActivityCounts(func(_ string, st durablev1.ActivityState, n int64) bool {
@@ -126,7 +126,5 @@ func TestPutActivity_AfterAnIDCheckMovesTheCountItHad(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if counts[durablev1.ActivityState_ACTIVITY_STATE_STARTED] != 0 || counts[durablev1.ActivityState_ACTIVITY_STATE_RETRYING] != 1 {
-		t.Errorf("counts after the write: %v, want one retrying and none started", counts)
-	}
+	return counts
 }

@@ -259,16 +259,24 @@ func TestWatchSendsTheTaskQueuesAtMostOnceASecondAndOnlyWhenTheyChange(t *testin
 		return nil
 	})
 	// nextQueues returns the next event that carries the task queues,
-	// failing after 5 s.
+	// failing after 5 s. While none has come it moves the clock on a second
+	// every 100 ms: the sender sets its next one-second wait only after it
+	// has sent, so an Advance of the test's may come before the wait it
+	// was meant to end (seconds without a change send nothing, which the
+	// checks below rely on).
 	nextQueues := func() *durablev1.WatchEvent {
 		t.Helper()
 		timeout := time.After(5 * time.Second)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
 		for {
 			select {
 			case ev := <-events:
 				if ev.GetTaskQueues() != nil {
 					return ev
 				}
+			case <-tick.C:
+				h.clock.Advance(time.Second)
 			case <-timeout:
 				t.Fatal("no task queues within 5s")
 				return nil

@@ -11,7 +11,7 @@ import (
 const module = "github.com/tinyllm/durable/"
 
 // allowed lists, per package (or package prefix ending in "/"), the packages
-// of ours it may import. client, tui, server and the workflow SDK also use
+// of ours it may import. client, tui, server, store/postgres and the workflow SDK also use
 // activity, the leaf package of error types, the backoff formula, the
 // failure fingerprint and the rule for ids, as DESIGN.md's table allows.
 var allowed = map[string][]string{
@@ -19,7 +19,7 @@ var allowed = map[string][]string{
 	"activity":            {"proto/durable/v1"},
 	"engine":              {"proto/durable/v1", "activity"},
 	"store/badger":        {"engine", "proto/durable/v1"},
-	"store/postgres":      {"engine", "proto/durable/v1"},
+	"store/postgres":      {"engine", "proto/durable/v1", "activity"},
 	"store/storetest":     {"engine", "proto/durable/v1"},
 	"server":              {"engine", "proto/durable/v1", "activity"},
 	"client":              {"proto/durable/v1", "activity", "internal/tlsfile"},

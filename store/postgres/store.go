@@ -13,41 +13,33 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tinyllm/durable/activity"
 	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
 // maxAttempts bounds how often Update runs fn when PostgreSQL aborts the
 // transaction for a serialization failure or a deadlock.
 const maxAttempts = 20
 
-// A transaction that lost a conflict waits before it runs again: a random
-// time (full jitter) below conflictBackoffBase doubled per attempt, at most
-// conflictBackoffCap. Nodes whose batches touch the same hot workflows
+// A transaction that lost a conflict waits before it runs again, under the
+// retry rule of activities (activity.Backoff with full jitter): a random
+// time below 2 ms doubled per attempt, at most 100 ms. Nodes whose batches touch the same hot workflows
 // otherwise run again in step and keep colliding: three nodes completing
 // activities of the same workflows exhausted ten immediate re-runs in two
 // of two benchmark rounds. Waiting all twenty attempts at the cap would
 // take under two seconds, well inside a workflow task's lease.
-const (
-	conflictBackoffBase = time.Millisecond
-	conflictBackoffCap  = 100 * time.Millisecond
-)
+var conflictRetry = &durablev1.RetryPolicy{InitialMs: 2, Backoff: 2, MaxIntervalMs: 100}
 
 // conflictBackoff is how long Update waits after the attempt-th run (from
 // 1) of a transaction lost a conflict; jitter draws uniformly from [0, d).
 func conflictBackoff(attempt int, jitter func(d time.Duration) time.Duration) time.Duration {
-	d := conflictBackoffCap
-	if attempt < 8 && conflictBackoffBase<<attempt < conflictBackoffCap {
-		d = conflictBackoffBase << attempt
-	}
-	return jitter(d)
+	return jitter(activity.Backoff(conflictRetry, attempt))
 }
 
 // fullJitter draws uniformly from [0, d).
 func fullJitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return time.Duration(rand.Int64N(int64(d)))
+	return activity.Jitter(d, rand.Float64())
 }
 
 // Options configure a Store.

@@ -48,7 +48,7 @@ func (t *tx) finish() error {
 		batch.Queue("SELECT pg_notify($1, $2)", noticeChannel, p)
 	}
 	t.payloads = nil
-	if batch.Len() == 0 && !t.p.began && t.p.pending.Len() == 0 {
+	if batch.Len() == 0 && !t.p.began && len(t.p.writes) == 0 {
 		return nil
 	}
 	batch.Queue("COMMIT")

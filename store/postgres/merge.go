@@ -463,6 +463,10 @@ func (tb *table) buildSQL() *tableSQL {
 			join[i] = fmt.Sprintf("%s = d.%s", c.name, c.name)
 		}
 		s.deleteOne = fmt.Sprintf("DELETE FROM %s WHERE %s", tb.name, strings.Join(eq, " AND "))
+		// The rows are found one index probe per key (the subquery kept
+		// apart by OFFSET 0) and deleted by their row ids: a join of the
+		// table to the arrays is planned as a sequential scan and a hash
+		// while the table is small, and scans every dead row it holds.
 		s.deleteMany = fmt.Sprintf("DELETE FROM %s t USING (SELECT x.ctid FROM unnest(%s) AS d (%s), "+
 			"LATERAL (SELECT ctid FROM %s WHERE %s OFFSET 0) x) k WHERE t.ctid = k.ctid",
 			tb.name, params(key, true), names(key), tb.name, strings.Join(join, " AND "))

@@ -334,7 +334,7 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 	return nil
 }
 
-// replaceActivityRows queues the statements that turn an activity's queue
+// replaceActivityRows adds to ws the writes that turn an activity's queue
 // entry and timers from old (nil: unknown) into new.
 func replaceActivityRows(ws *writeSet, wf, id string, old, new *indexRows) {
 	replaceRows(ws, old, *new, wf, id, engine.ActivityTask, engine.ActivityLeaseTimer)

@@ -47,6 +47,9 @@ type Engine struct {
 	// publishHeld says whether the batcher holds publishing; only the
 	// batcher reads or sets it (batch.go).
 	publishHeld bool
+	// keptBack holds the transitions that arrived during a sync and wait
+	// for the batch after it; only the batcher touches it (batch.go).
+	keptBack []*request
 
 	mu          sync.Mutex
 	closed      bool

@@ -107,6 +107,18 @@ func (h *harness) pollActivity() *durablev1.ActivityTask {
 	return r.GetTasks()[0]
 }
 
+// awaitActivity polls queue "q" until a task comes, for up to 10 s.
+func (h *harness) awaitActivity() *durablev1.ActivityTask {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := h.e.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "worker-1"})
+	if err != nil || len(r.GetTasks()) == 0 {
+		h.t.Fatalf("no activity task within 10 s: %v", err)
+	}
+	return r.GetTasks()[0]
+}
+
 func (h *harness) fail(task *durablev1.ActivityTask, f *durablev1.Failure) {
 	h.t.Helper()
 	if _, err := h.e.FailActivityTask(context.Background(), &durablev1.FailActivityRequest{TaskToken: task.GetTaskToken(), Failure: f}); err != nil {

@@ -318,7 +318,9 @@ func TestRedriveOperationCountsReDeadLetters(t *testing.T) {
 	h.deadLetter("again", "X")
 	op := h.startOp(&durablev1.RedriveDeadLettersRequest{})
 	h.waitOp(op.GetId(), "completed", finished)
-	h.fail(h.pollActivity(), &durablev1.Failure{Type: "X", Message: "still down"})
+	// The operation reads as completed once its release commits; the task
+	// it queued is handed out once the release's sync is done.
+	h.fail(h.awaitActivity(), &durablev1.Failure{Type: "X", Message: "still down"})
 	if got := h.op(op.GetId()); got.GetReDeadLettered() != 1 {
 		t.Fatalf("after the letter failed again: %v, want re_dead_lettered 1", got)
 	}

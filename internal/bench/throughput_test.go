@@ -187,6 +187,10 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 	if d.trips != nil {
 		tripsBefore = d.trips()
 	}
+	var workBefore [4]int64
+	if d.work != nil {
+		workBefore = d.work.snapshot()
+	}
 	b.ResetTimer()
 	start, cpuStart := time.Now(), cpu.now()
 	for left := b.N; left > 0; left -= perWorkflow {
@@ -218,6 +222,9 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 	if d.trips != nil {
 		b.ReportMetric(float64(d.trips()-tripsBefore)/float64(b.N), "round-trips/activity")
 	}
+	if d.work != nil {
+		d.work.report(b, workBefore)
+	}
 	if d.pg != nil {
 		if profile != nil {
 			profile.end(b)
@@ -239,9 +246,7 @@ func (d *daemon) report(b *testing.B, elapsed time.Duration, used runCPU) {
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "activities/s")
 	b.ReportMetric(per(used.total()), "cpu-µs/activity")
-	if d.pg != nil || len(d.pids) > 0 {
-		b.ReportMetric(per(used.daemon), "daemon-cpu-µs/activity")
-	}
+	b.ReportMetric(per(used.daemon), "daemon-cpu-µs/activity")
 	if d.pg != nil {
 		b.ReportMetric(per(used.db), "db-cpu-µs/activity")
 	}
@@ -294,6 +299,84 @@ type daemon struct {
 	// trips counts the store's round trips to the database, when the
 	// daemon runs in this process on PostgreSQL.
 	trips func() int64
+	// work counts the daemon's calls, commits and syncs, when it runs in
+	// this process.
+	work *workCounts
+}
+
+// workCounts counts what a daemon in this process does for a run: the
+// unary calls it serves and the store transactions and syncs of its
+// batcher. Per activity they say how many of each an activity costs, which
+// with the cost of one says where a floor under the CPU per activity lies.
+type workCounts struct {
+	engine.Observer // the observer of the setup, or nil
+	calls           atomic.Int64
+	commits         atomic.Int64
+	transitions     atomic.Int64
+	syncs           atomic.Int64
+}
+
+func (w *workCounts) countCall(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	w.calls.Add(1)
+	return handler(ctx, req)
+}
+
+func (w *workCounts) AttemptStarted(typ string, attempt int32, waited time.Duration) {
+	if w.Observer != nil {
+		w.Observer.AttemptStarted(typ, attempt, waited)
+	}
+}
+
+func (w *workCounts) AttemptEnded(typ string, result engine.AttemptResult, took time.Duration) {
+	if w.Observer != nil {
+		w.Observer.AttemptEnded(typ, result, took)
+	}
+}
+
+func (w *workCounts) TimedOut(typ, kind string) {
+	if w.Observer != nil {
+		w.Observer.TimedOut(typ, kind)
+	}
+}
+
+func (w *workCounts) DeadLettered(typ string) {
+	if w.Observer != nil {
+		w.Observer.DeadLettered(typ)
+	}
+}
+
+func (w *workCounts) Redriven(typ string) {
+	if w.Observer != nil {
+		w.Observer.Redriven(typ)
+	}
+}
+
+func (w *workCounts) BatchCommitted(transitions int, took time.Duration) {
+	w.commits.Add(1)
+	w.transitions.Add(int64(transitions))
+	if w.Observer != nil {
+		w.Observer.BatchCommitted(transitions, took)
+	}
+}
+
+func (w *workCounts) Synced(took time.Duration) {
+	w.syncs.Add(1)
+	if w.Observer != nil {
+		w.Observer.Synced(took)
+	}
+}
+
+// snapshot returns the counts so far: calls, commits, transitions, syncs.
+func (w *workCounts) snapshot() [4]int64 {
+	return [4]int64{w.calls.Load(), w.commits.Load(), w.transitions.Load(), w.syncs.Load()}
+}
+
+// report reports what the run since before cost per activity.
+func (w *workCounts) report(b *testing.B, before [4]int64) {
+	now := w.snapshot()
+	for i, unit := range []string{"calls/activity", "commits/activity", "transitions/activity", "syncs/activity"} {
+		b.ReportMetric(float64(now[i]-before[i])/float64(b.N), unit)
+	}
 }
 
 // nodeAddrs lists the address of every node, one for a daemon of one.
@@ -355,16 +438,18 @@ func openDaemon(tb testing.TB, dir string, s setup) (*daemon, func()) {
 		sopts.Metrics = server.NewMetrics()
 		eopts.Observer = sopts.Metrics
 	}
+	work := &workCounts{Observer: eopts.Observer}
+	eopts.Observer = work
 	eopts.Logger = logger
 	eng, err := engine.New(st, eopts)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d := &daemon{eng: eng, tokens: map[string]string{}}
+	d := &daemon{eng: eng, tokens: map[string]string{}, work: work}
 	if pg, ok := st.(*pgstore.Store); ok {
 		d.trips = pg.RoundTrips
 	}
-	var extra []grpc.ServerOption
+	extra := []grpc.ServerOption{grpc.ChainUnaryInterceptor(work.countCall)}
 	if s.secure {
 		certDir := tb.TempDir()
 		files := testcert.NewCA(tb, "bench CA").WriteFiles(tb, certDir, "daemon", "durabled", "127.0.0.1")

@@ -97,6 +97,27 @@ type shared struct {
 // state in it is whole.
 const builtMark = "bench-waiting-built"
 
+// A -late.dir state is reused only while its retries are still hours
+// away. They fall due waitingBackoff after the leases that timed out
+// during the build, so from about waitingBackoff after the build began;
+// past that the daemon that opens the state loads every one of them into
+// its window at start and the queue runs them, and a benchmark measures
+// that instead of a million waiting (one reopened four hours after its
+// build spent 5 s of CPU loading them at start, a quarter of the
+// process's CPU over a 20,000-activity run). maxWaitingBuild bounds
+// how long a build takes (10–25 minutes on two busy cores), and
+// waitingReuseMargin leaves a run room to end before anything falls due.
+const (
+	maxWaitingBuild    = 30 * time.Minute
+	waitingReuseMargin = 30 * time.Minute
+)
+
+// stillWaiting reports whether a state marked built at builtAt still has
+// every retry hours away at now.
+func stillWaiting(builtAt, now time.Time) bool {
+	return now.Before(builtAt.Add(waitingBackoff - maxWaitingBuild - waitingReuseMargin))
+}
+
 var (
 	sharedMu      sync.Mutex
 	sharedDaemons = map[int]*shared{}
@@ -121,10 +142,14 @@ func sharedDaemon(b *testing.B, waiting int) *daemon {
 	dir, keep, built := "", false, false
 	if *lateDir != "" && waiting > 0 {
 		dir, keep = filepath.Join(*lateDir, fmt.Sprintf("waiting-%d", waiting)), true
-		_, err := os.Stat(filepath.Join(dir, builtMark))
-		built = err == nil
+		mark, err := os.Stat(filepath.Join(dir, builtMark))
+		built = err == nil && stillWaiting(mark.ModTime(), time.Now())
+		if err == nil && !built {
+			b.Logf("the waiting state in %s was built at %s: its retries fall due from about %s on, so it is built again", dir,
+				mark.ModTime().Format(time.TimeOnly), mark.ModTime().Add(waitingBackoff-maxWaitingBuild).Format(time.TimeOnly))
+		}
 		if !built {
-			os.RemoveAll(dir) // a build that did not finish
+			os.RemoveAll(dir) // a build that did not finish, or one too old
 		}
 	} else {
 		var err error
@@ -403,6 +428,24 @@ func waitForParked(b *testing.B, c durablev1.DurableClient, queue string, n int)
 }
 
 // TestRetryFallsDueItsBackoffAfterTheFailure checks what
+func TestWaitingStateIsReusedOnlyWhileItsRetriesAreHoursAway(t *testing.T) {
+	built := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		after time.Duration
+		want  bool
+	}{
+		{0, true},
+		{time.Hour, true},
+		{2*time.Hour - time.Second, true},
+		{2 * time.Hour, false},
+		{4 * time.Hour, false},
+	} {
+		if got := stillWaiting(built, built.Add(c.after)); got != c.want {
+			t.Errorf("a state built %s ago: reused %v, want %v", c.after, got, c.want)
+		}
+	}
+}
+
 // BenchmarkRetryLateness takes a retry's due time to be: on a daemon without
 // jitter, the retry is due exactly the backoff after the end of the failed
 // attempt as its trail records it.

@@ -301,7 +301,11 @@ func engineBacklog(tb testing.TB, eng *engine.Engine, queue string) *durablev1.T
 // its count of times, then the other: to measure pairs under the same
 // load, run the binary once per pair with -late.dir, which builds the
 // million once (minutes; the log says how long; -short skips it) and
-// opens it again in every later run.
+// opens it again in every later run for two hours, after which it builds
+// it again (stillWaiting: by then its retries are about to fall due). A
+// run changes the state it opens (its workflows stay, and compactions
+// rewrite the tables): copy the directory before each run to compare
+// binaries over the same state.
 //
 //	go test -c -o bench.test ./internal/bench && cd internal/bench
 //	for i in 1 2 3 4 5; do ../../bench.test -test.run '^$' -test.bench WaitingThroughput -test.benchtime 20000x -test.timeout 60m -late.dir /var/tmp/durable-waiting; done

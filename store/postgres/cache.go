@@ -91,28 +91,28 @@ func sameTimers(x, y []engine.Timer) bool {
 	return true
 }
 
-// replaceRows queues the statements that turn a record's rows in the index
-// tables from old (nil: unknown) into new: with old known, only the rows
-// that change are deleted and inserted. deleteEntry and deleteTimers queue
-// the deletes of every row of the record in each table.
-func replaceRows(batch *pgx.Batch, old *indexRows, new indexRows, deleteEntry, deleteTimers func()) {
+// replaceRows adds to ws the writes that turn the rows record wf/id has in
+// the index tables from old (nil: unknown) into new: with old known, only
+// the rows that change are deleted and inserted. A record's rows are its
+// queue entries of kind task and its timers of the group of timer.
+func replaceRows(ws *writeSet, old *indexRows, new indexRows, wf, id string, task engine.TaskKind, timer engine.TimerKind) {
 	keepEntry := old != nil && old.queued && new.queued && sameEntry(old.entry, new.entry)
 	if !keepEntry {
 		if old == nil || old.queued {
-			deleteEntry()
+			ws.deleteEntries(wf, id, task)
 		}
 		if new.queued {
-			queueInsert(batch, new.entry)
+			ws.insertEntry(new.entry)
 		}
 	}
 	if old != nil && sameTimers(old.timers, new.timers) {
 		return
 	}
 	if old == nil || len(old.timers) > 0 {
-		deleteTimers()
+		ws.deleteTimers(wf, id, timer)
 	}
 	for _, tm := range new.timers {
-		timerInsert(batch, tm)
+		ws.insertTimer(tm)
 	}
 }
 

@@ -48,7 +48,7 @@ func (t *tx) finish() error {
 		batch.Queue("SELECT pg_notify($1, $2)", noticeChannel, p)
 	}
 	t.payloads = nil
-	if batch.Len() == 0 && !t.p.began && t.p.pending.Len() == 0 {
+	if batch.Len() == 0 && !t.p.began && len(t.p.writes) == 0 {
 		return nil
 	}
 	batch.Queue("COMMIT")
@@ -75,22 +75,55 @@ func (t *tx) flushCounts() error {
 // another's row locks, or abort on each other's updates, either. They are
 // written in one order, so that two transactions that do meet on a row
 // (only a lease's worth of slots) cannot deadlock on two.
+//
+// The moves go in two statements however many counts they touch: one
+// upsert that adds each move to its row (the moves are summed per row
+// first, so that no row is named twice) and one delete of the rows it
+// left at zero (a statement cannot delete a row its own upsert wrote).
 func (t *tx) queueCounts(batch *pgx.Batch) {
-	refs := slices.SortedFunc(maps.Keys(t.counts), func(x, y countRef) int {
-		return cmp.Or(cmp.Compare(x.state, y.state), cmp.Compare(x.queue, y.queue))
-	})
-	for _, r := range refs {
-		delta := t.counts[r]
-		if delta == 0 {
-			continue
-		}
-		batch.Queue(`INSERT INTO activity_counts (node, slot, state, task_queue, n) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (node, slot, state, task_queue) DO UPDATE SET n = activity_counts.n + excluded.n`,
-			t.s.node, t.slot, int16(r.state), b(r.queue), delta)
-		batch.Queue("DELETE FROM activity_counts WHERE node = $1 AND slot = $2 AND state = $3 AND task_queue = $4 AND n = 0",
-			t.s.node, t.slot, int16(r.state), b(r.queue))
+	for _, st := range countStatements(t.counts) {
+		batch.Queue(st.sql, append([]any{t.s.node, t.slot}, st.args...)...)
 	}
 	clear(t.counts)
+}
+
+// countStatement is a statement of the activity counts, without its first
+// two arguments, the node and the slot.
+type countStatement struct {
+	sql  string
+	args []any
+}
+
+const (
+	addCountsSQL = `INSERT INTO activity_counts (node, slot, state, task_queue, n)
+		SELECT $1, $2, m.state, m.task_queue, m.n FROM unnest($3::smallint[], $4::bytea[], $5::bigint[]) AS m (state, task_queue, n)
+		ON CONFLICT (node, slot, state, task_queue) DO UPDATE SET n = activity_counts.n + excluded.n`
+	dropZeroCountsSQL = `DELETE FROM activity_counts c USING unnest($3::smallint[], $4::bytea[]) AS m (state, task_queue)
+		WHERE c.node = $1 AND c.slot = $2 AND c.state = m.state AND c.task_queue = m.task_queue AND c.n = 0`
+)
+
+// countStatements returns the statements that add moves, summed per count,
+// to one node's and slot's rows: none when nothing moved.
+func countStatements(moves map[countRef]int64) []countStatement {
+	refs := slices.SortedFunc(maps.Keys(moves), func(x, y countRef) int {
+		return cmp.Or(cmp.Compare(x.state, y.state), cmp.Compare(x.queue, y.queue))
+	})
+	var states []int16
+	var queues [][]byte
+	var deltas []int64
+	for _, r := range refs {
+		if moves[r] == 0 {
+			continue
+		}
+		states, queues, deltas = append(states, int16(r.state)), append(queues, b(r.queue)), append(deltas, moves[r])
+	}
+	if len(states) == 0 {
+		return nil
+	}
+	return []countStatement{
+		{sql: addCountsSQL, args: []any{states, queues, deltas}},
+		{sql: dropZeroCountsSQL, args: []any{states, queues}},
+	}
 }
 
 // ActivityCounts sums every node's rows.

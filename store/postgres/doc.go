@@ -21,7 +21,8 @@
 // A transaction costs round trips, not statements: it keeps the records it
 // read or wrote and answers a second read of one from memory (cache.go),
 // and its writes, its begin and its commit wait to travel with its next
-// read or its end (pipe.go). A claim reads the records of what it claims
+// read or its end (pipe.go), the waiting writes of each table merged into
+// one multi-row statement (merge.go). A claim reads the records of what it claims
 // in its own statement (shared.go), and Prefetch reads the records a batch
 // of transitions says it will read, all in one round trip, before they run
 // (prefetch.go).

@@ -17,9 +17,7 @@ func (t *tx) PutFinishedActivity(f *durablev1.FinishedActivity) error {
 	if err != nil {
 		return err
 	}
-	return t.writeOne(fmt.Sprintf("put finished activity %s/%s", wf, id),
-		`INSERT INTO finished_activities (workflow_id, activity_id, finished_at, record) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (workflow_id, activity_id) DO UPDATE SET finished_at = excluded.finished_at, record = excluded.record`,
+	return t.writeOne(fmt.Sprintf("put finished activity %s/%s", wf, id), finishedTable,
 		b(wf), b(id), nanos(f.GetFinishedTime().AsTime()), v)
 }
 

@@ -82,6 +82,5 @@ func (t *tx) useKnownID(w *workflowIDs, workflowID, activityID string) (bool, er
 		return true, nil
 	}
 	w.used[activityID] = true
-	return false, t.writeOne(fmt.Sprintf("activity id %s/%s", workflowID, activityID),
-		"INSERT INTO activity_ids (workflow_id, activity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING", b(workflowID), b(activityID))
+	return false, t.writeOne(fmt.Sprintf("activity id %s/%s", workflowID, activityID), activityIDsTable, b(workflowID), b(activityID))
 }

@@ -33,8 +33,7 @@ func (t *tx) PutLatency(l *durablev1.LatencyRecord) error {
 	if err != nil {
 		return err
 	}
-	err = t.writeOne(fmt.Sprintf("put latency of %q", l.GetActivityType()), `INSERT INTO latency (activity_type, record) VALUES ($1, $2)
-		ON CONFLICT (activity_type) DO UPDATE SET record = excluded.record`, b(l.GetActivityType()), v)
+	err = t.writeOne(fmt.Sprintf("put latency of %q", l.GetActivityType()), latencyTable, b(l.GetActivityType()), v)
 	if err != nil {
 		return err
 	}
@@ -114,9 +113,7 @@ func (t *tx) PutLatencyHour(l *durablev1.LatencyRecord) error {
 	}
 	hour := l.GetHour().AsTime()
 	return t.writeOne(fmt.Sprintf("put latency of %q in the hour of %s", l.GetActivityType(), hour.UTC().Format(time.RFC3339)),
-		`INSERT INTO latency_hours (activity_type, hour, node, record) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (length(activity_type), activity_type, hour, node) DO UPDATE SET record = excluded.record`,
-		b(l.GetActivityType()), nanos(hour), t.s.node, v)
+		latencyHoursTable, b(l.GetActivityType()), nanos(hour), t.s.node, v)
 }
 
 const latencyHourOrder = "length(activity_type), activity_type, hour, node"

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -13,7 +12,8 @@ import (
 // A writing transaction does not wait for its writes: each one is queued
 // (pipe.later) and goes to the database with the transaction's next
 // statement, in the same round trip, or with the statements that end the
-// transaction (finish). So a transaction costs a round trip per read that
+// transaction (finish), the writes of each table merged into one statement
+// (merge.go). So a transaction costs a round trip per read that
 // its cache (cache.go) cannot answer, one to end it, and its begin and
 // commit; the writes of a batch of transitions travel together.
 //
@@ -32,38 +32,24 @@ import (
 // pipe is the querier of a transaction: it sends what waits with each
 // statement and counts the round trips.
 type pipe struct {
-	q       querier
-	begin   string // the statement that begins the transaction
-	began   bool   // begin has been sent
-	pending pgx.Batch
-	trips   *atomic.Int64
+	q      querier
+	begin  string // the statement that begins the transaction
+	began  bool   // begin has been sent
+	writes []queuedWrite
+	trips  *atomic.Int64
+	stmts  *atomic.Int64 // statements sent
 }
 
 var _ querier = (*pipe)(nil)
 
-// later queues the statements of b to go with the next round trip; an
-// error of one says what it was part of.
-func (p *pipe) later(what string, b *pgx.Batch) {
-	for _, qq := range b.QueuedQueries {
-		fn := qq.Fn
-		qq.Fn = func(br pgx.BatchResults) error {
-			var err error
-			if fn != nil {
-				err = fn(br)
-			} else {
-				_, err = br.Exec()
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			return nil
-		}
-		p.pending.QueuedQueries = append(p.pending.QueuedQueries, qq)
-	}
+// later queues writes to go with the next round trip, merged
+// (merge.go).
+func (p *pipe) later(ws []queuedWrite) {
+	p.writes = append(p.writes, ws...)
 }
 
 // waiting reports whether anything waits to be sent, the begin included.
-func (p *pipe) waiting() bool { return !p.began || p.pending.Len() > 0 }
+func (p *pipe) waiting() bool { return !p.began || len(p.writes) > 0 }
 
 // take returns what waits, to be sent, and forgets it.
 func (p *pipe) take() *pgx.Batch {
@@ -72,15 +58,21 @@ func (p *pipe) take() *pgx.Batch {
 		p.began = true
 		b.Queue(p.begin).Exec(func(pgconn.CommandTag) error { return nil })
 	}
-	b.QueuedQueries = append(b.QueuedQueries, p.pending.QueuedQueries...)
-	p.pending.QueuedQueries = nil
+	queueMerged(b, p.writes)
+	p.writes = nil
+	p.stmts.Add(int64(b.Len()))
 	return b
 }
 
-func (p *pipe) trip() { p.trips.Add(1) }
+// trip counts a round trip that sends n statements besides those take
+// returns.
+func (p *pipe) trip(n int) {
+	p.trips.Add(1)
+	p.stmts.Add(int64(n))
+}
 
 func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	p.trip()
+	p.trip(1)
 	if !p.waiting() {
 		return p.q.Exec(ctx, sql, args...)
 	}
@@ -94,7 +86,7 @@ func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 }
 
 func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	p.trip()
+	p.trip(1)
 	if !p.waiting() {
 		return p.q.Query(ctx, sql, args...)
 	}
@@ -122,7 +114,7 @@ func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 
 // SendBatch sends what waits, then b.
 func (p *pipe) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	p.trip()
+	p.trip(b.Len())
 	if !p.waiting() {
 		return p.q.SendBatch(ctx, b)
 	}
@@ -141,7 +133,7 @@ type pipedRow struct {
 
 func (r *pipedRow) Scan(dest ...any) error {
 	p := r.p
-	p.trip()
+	p.trip(1)
 	if !p.waiting() {
 		return p.q.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
 	}

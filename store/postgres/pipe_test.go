@@ -104,6 +104,10 @@ func TestUpdate_AWriteTheDatabaseRefusesFailsTheWholeTransaction(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "refused by the test") {
 			t.Fatalf("read %v: Update returned %v, want the refusal", read, err)
 		}
+		// The two rows went in one statement, which names both writes.
+		if !strings.Contains(err.Error(), `put workflow "refused"`) {
+			t.Errorf("read %v: %v does not name the refused write", read, err)
+		}
 		err = s.View(func(tx engine.Tx) error {
 			_, err := tx.GetWorkflow("kept")
 			return err

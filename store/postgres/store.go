@@ -77,6 +77,9 @@ type Store struct {
 	listeners map[*listener]struct{} // stopped by Close
 
 	trips atomic.Int64 // round trips of Update and View (RoundTrips)
+	// statements counts the statements of those round trips, begins and
+	// ends included (the tests read it).
+	statements atomic.Int64
 }
 
 var (
@@ -195,7 +198,7 @@ func (s *Store) attempt(ctx context.Context, readOnly bool, slot int16, fn func(
 	// lost) is closed by the pool, not reused.
 	defer conn.Release()
 	f := &firstFailure{q: conn}
-	p := &pipe{q: f, begin: beginSQL, trips: &s.trips}
+	p := &pipe{q: f, begin: beginSQL, trips: &s.trips, stmts: &s.statements}
 	if readOnly {
 		p.begin = beginReadOnlySQL
 	}
@@ -214,7 +217,7 @@ func (s *Store) attempt(ctx context.Context, readOnly bool, slot int16, fn func(
 		if err == nil && f.err == nil {
 			end = "COMMIT"
 		}
-		p.trip()
+		p.trip(1)
 		if _, cerr := conn.Exec(ctx, end); cerr != nil && err == nil && f.err == nil {
 			err = cerr
 		}

@@ -116,22 +116,24 @@ func (t *tx) send(what string, batch *pgx.Batch) error {
 	return nil
 }
 
-// write queues the statements of a batch to go with the transaction's next
-// round trip (pipe.go); a read-only transaction sends them at once, for the
+// write queues the writes of ws to go with the transaction's next round
+// trip (pipe.go); a read-only transaction sends them at once, for the
 // database to refuse.
-func (t *tx) write(what string, batch *pgx.Batch) error {
+func (t *tx) write(ws *writeSet) error {
 	if t.readOnly {
-		return t.send(what, batch)
+		batch := &pgx.Batch{}
+		queueMerged(batch, ws.ws)
+		return t.q.SendBatch(t.ctx, batch).Close()
 	}
-	t.p.later(what, batch)
+	t.p.later(ws.ws)
 	return nil
 }
 
-// writeOne is write for one statement.
-func (t *tx) writeOne(what, sql string, args ...any) error {
-	batch := &pgx.Batch{}
-	batch.Queue(sql, args...)
-	return t.write(what, batch)
+// writeOne is write for one row put in tb.
+func (t *tx) writeOne(what string, tb *table, row ...any) error {
+	ws := &writeSet{what: what}
+	ws.put(tb, row...)
+	return t.write(ws)
 }
 
 func (t *tx) GetWorkflow(id string) (*durablev1.WorkflowRecord, error) {
@@ -167,36 +169,20 @@ func (t *tx) PutWorkflow(w *durablev1.WorkflowRecord) error {
 		n := nanos(in.GetCloseTime().AsTime())
 		closedAt = &n
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(`INSERT INTO workflows (workflow_id, record, running, closed_at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (workflow_id) DO UPDATE SET record = excluded.record, running = excluded.running, closed_at = excluded.closed_at`,
-		b(id), v, running, closedAt)
+	ws := &writeSet{what: fmt.Sprintf("put workflow %q", id)}
+	ws.put(workflowsTable, b(id), v, running, closedAt)
 	k := recordKey{table: cacheWorkflow, wf: id}
 	var old *indexRows
 	if c, known := t.cache[k]; known {
 		old = c.known()
 	}
 	rows := workflowRows(w)
-	replaceRows(batch, old, *rows, func() {
-		batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = '' AND kind = $2", b(id), int16(engine.WorkflowTask))
-	}, func() {
-		batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = '' AND kind = $2", b(id), int16(engine.WorkflowTaskLeaseTimer))
-	})
-	if err := t.write(fmt.Sprintf("put workflow %q", id), batch); err != nil {
+	replaceRows(ws, old, *rows, id, "", engine.WorkflowTask, engine.WorkflowTaskLeaseTimer)
+	if err := t.write(ws); err != nil {
 		return err
 	}
 	t.keep(k, cachedRecord{v: v, ok: true, rows: rows})
 	return nil
-}
-
-func queueInsert(batch *pgx.Batch, e engine.QueueEntry) {
-	batch.Queue("INSERT INTO queue (kind, task_queue, due, seq, workflow_id, activity_id) VALUES ($1, $2, $3, $4, $5, $6)",
-		int16(e.Kind), b(e.Queue), nanos(e.Due), e.Seq, b(e.WorkflowID), b(e.ActivityID))
-}
-
-func timerInsert(batch *pgx.Batch, tm engine.Timer) {
-	batch.Queue("INSERT INTO timers (due, kind, workflow_id, id) VALUES ($1, $2, $3, $4)",
-		nanos(tm.Due), int16(tm.Kind), b(tm.WorkflowID), b(tm.ID))
 }
 
 func (t *tx) ListWorkflows(after string, limit int) ([]*durablev1.WorkflowRecord, error) {
@@ -215,16 +201,15 @@ func (t *tx) AppendEvents(workflowID string, events []*durablev1.HistoryEvent) e
 	if err := checkPart("workflow_id", workflowID); err != nil {
 		return err
 	}
-	batch := &pgx.Batch{}
+	ws := &writeSet{what: fmt.Sprintf("append events of workflow %q", workflowID)}
 	for _, ev := range events {
 		v, err := marshal(ev)
 		if err != nil {
 			return fmt.Errorf("append event %d of workflow %q: %w", ev.GetEventId(), workflowID, err)
 		}
-		batch.Queue(`INSERT INTO history (workflow_id, event_id, event) VALUES ($1, $2, $3)
-			ON CONFLICT (workflow_id, event_id) DO UPDATE SET event = excluded.event`, b(workflowID), ev.GetEventId(), v)
+		ws.put(historyTable, b(workflowID), ev.GetEventId(), v)
 	}
-	return t.write(fmt.Sprintf("append events of workflow %q", workflowID), batch)
+	return t.write(ws)
 }
 
 func (t *tx) History(workflowID string) ([]*durablev1.HistoryEvent, error) {
@@ -284,16 +269,12 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 	what := fmt.Sprintf("put activity %s/%s", wf, id)
 	k := recordKey{table: cacheActivity, wf: wf, id: id}
 	to, rows := countRefOf(a), activityRows(a)
-	batch := &pgx.Batch{}
+	ws := &writeSet{what: what}
 	if c, known := t.cache[k]; known {
 		// The transaction saw the old row: its count is known.
-		batch.Queue(`INSERT INTO activities (workflow_id, activity_id, record, state, activity_type, task_queue, dead_lettered_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (workflow_id, activity_id) DO UPDATE SET record = excluded.record, state = excluded.state,
-				activity_type = excluded.activity_type, task_queue = excluded.task_queue, dead_lettered_at = excluded.dead_lettered_at`,
-			b(wf), b(id), v, int16(in.GetState()), b(in.GetActivityType()), b(in.GetTaskQueue()), deadAt)
-		replaceActivityRows(batch, wf, id, c.known(), rows)
-		if err := t.write(what, batch); err != nil {
+		ws.put(activitiesTable, b(wf), b(id), v, int16(in.GetState()), b(in.GetActivityType()), b(in.GetTaskQueue()), deadAt)
+		replaceActivityRows(ws, wf, id, c.known(), rows)
+		if err := t.write(ws); err != nil {
 			return err
 		}
 		var from countRef
@@ -316,6 +297,7 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 	// The old row's queue and state, read before the statement writes the
 	// new one, move the activity counts.
 	var old *countRef
+	batch := &pgx.Batch{}
 	batch.Queue(`WITH old AS (SELECT state, task_queue FROM activities WHERE workflow_id = $1 AND activity_id = $2),
 		put AS (INSERT INTO activities (workflow_id, activity_id, record, state, activity_type, task_queue, dead_lettered_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -335,8 +317,12 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 			old = &countRef{queue: string(queue), state: durablev1.ActivityState(state)}
 			return nil
 		})
-	replaceActivityRows(batch, wf, id, nil, rows)
 	if err := t.send(what, batch); err != nil {
+		return err
+	}
+	// The rows of the queue and timers wait for the next statement.
+	replaceActivityRows(ws, wf, id, nil, rows)
+	if err := t.write(ws); err != nil {
 		return err
 	}
 	var from countRef
@@ -348,15 +334,10 @@ func (t *tx) PutActivity(a *durablev1.ActivityRecord) error {
 	return nil
 }
 
-// replaceActivityRows queues the statements that turn an activity's queue
+// replaceActivityRows adds to ws the writes that turn an activity's queue
 // entry and timers from old (nil: unknown) into new.
-func replaceActivityRows(batch *pgx.Batch, wf, id string, old, new *indexRows) {
-	replaceRows(batch, old, *new, func() {
-		batch.Queue("DELETE FROM queue WHERE workflow_id = $1 AND activity_id = $2 AND kind = $3", b(wf), b(id), int16(engine.ActivityTask))
-	}, func() {
-		batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = ANY($3)", b(wf), b(id),
-			[]int16{int16(engine.ActivityLeaseTimer), int16(engine.ScheduleToStartTimer), int16(engine.ScheduleToCloseTimer)})
-	})
+func replaceActivityRows(ws *writeSet, wf, id string, old, new *indexRows) {
+	replaceRows(ws, old, *new, wf, id, engine.ActivityTask, engine.ActivityLeaseTimer)
 }
 
 func (t *tx) DeleteActivity(workflowID, activityID string) error {
@@ -364,14 +345,14 @@ func (t *tx) DeleteActivity(workflowID, activityID string) error {
 	if err != nil {
 		return err
 	}
-	batch := &pgx.Batch{}
-	batch.Queue("DELETE FROM activities WHERE workflow_id = $1 AND activity_id = $2", b(workflowID), b(activityID))
+	ws := &writeSet{what: fmt.Sprintf("delete activity %s/%s", workflowID, activityID)}
+	ws.del(activitiesTable, b(workflowID), b(activityID))
 	var rows *indexRows
 	if c, known := t.cache[recordKey{table: cacheActivity, wf: workflowID, id: activityID}]; known {
 		rows = c.known()
 	}
-	replaceActivityRows(batch, workflowID, activityID, rows, &indexRows{})
-	if err := t.write(fmt.Sprintf("delete activity %s/%s", workflowID, activityID), batch); err != nil {
+	replaceActivityRows(ws, workflowID, activityID, rows, &indexRows{})
+	if err := t.write(ws); err != nil {
 		return err
 	}
 	t.moveCount(countRefOf(old), countRef{})
@@ -477,22 +458,21 @@ func (t *tx) PutTimer(r *durablev1.TimerRecord) error {
 	if err != nil {
 		return err
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(`INSERT INTO user_timers (workflow_id, timer_id, record) VALUES ($1, $2, $3)
-		ON CONFLICT (workflow_id, timer_id) DO UPDATE SET record = excluded.record`, b(wf), b(id), v)
-	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = $3", b(wf), b(id), int16(engine.UserTimer))
-	timerInsert(batch, engine.UserTimerOf(r))
-	return t.write(fmt.Sprintf("put timer %s/%s", wf, id), batch)
+	ws := &writeSet{what: fmt.Sprintf("put timer %s/%s", wf, id)}
+	ws.put(userTimersTable, b(wf), b(id), v)
+	ws.deleteTimers(wf, id, engine.UserTimer)
+	ws.insertTimer(engine.UserTimerOf(r))
+	return t.write(ws)
 }
 
 func (t *tx) DeleteTimer(workflowID, timerID string) error {
 	if _, err := t.GetTimer(workflowID, timerID); err != nil {
 		return err
 	}
-	batch := &pgx.Batch{}
-	batch.Queue("DELETE FROM user_timers WHERE workflow_id = $1 AND timer_id = $2", b(workflowID), b(timerID))
-	batch.Queue("DELETE FROM timers WHERE workflow_id = $1 AND id = $2 AND kind = $3", b(workflowID), b(timerID), int16(engine.UserTimer))
-	return t.write(fmt.Sprintf("delete timer %s/%s", workflowID, timerID), batch)
+	ws := &writeSet{what: fmt.Sprintf("delete timer %s/%s", workflowID, timerID)}
+	ws.del(userTimersTable, b(workflowID), b(timerID))
+	ws.deleteTimers(workflowID, timerID, engine.UserTimer)
+	return t.write(ws)
 }
 
 // Counter returns the engine's id sequence; a new store starts at 0. The

@@ -19,7 +19,8 @@ type Store interface {
 	View(fn func(Tx) error) error
 	// Sync returns once every transaction committed before the call is on
 	// disk. Callers that arrive while a sync runs share the next one (group
-	// commit).
+	// commit). Update may commit other transactions while a Sync runs (the
+	// engine commits leases then); a later Sync covers them.
 	Sync() error
 	// Close flushes and closes the store.
 	Close() error

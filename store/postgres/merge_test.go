@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -444,15 +443,7 @@ func TestMergedDeletes_ProbeTheirIndexes(t *testing.T) {
 			indexes := map[string]string{"queue": "queue_owner", "activities": "activities_pkey", "timers": "timers_owner"}
 			for _, m := range mergeWrites(ws) {
 				sql, args := m.statement()
-				rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, args...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-				if err != nil {
-					t.Fatal(err)
-				}
-				plan := strings.Join(lines, "\n")
+				plan := explain(t, s, sql, args...)
 				if !strings.Contains(plan, "Index Scan using "+indexes[m.table.name]) || !strings.Contains(plan, "Tid Scan") ||
 					strings.Contains(plan, "Seq Scan") {
 					t.Errorf("the delete from %s does not probe %s per key:\n%s", m.table.name, indexes[m.table.name], plan)

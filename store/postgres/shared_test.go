@@ -918,15 +918,7 @@ func TestClaims_ReadTheirIndexes(t *testing.T) {
 	}
 	for _, p := range plans {
 		t.Run(p.name, func(t *testing.T) {
-			rows, err := s.pool.Query(ctx, "EXPLAIN "+p.sql, p.args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan := strings.Join(lines, "\n")
+			plan := explain(t, s, p.sql, p.args...)
 			uses := strings.Contains(plan, "Index Scan using "+p.index) || strings.Contains(plan, "Index Only Scan using "+p.index)
 			if !uses || strings.Contains(plan, "Sort") {
 				t.Errorf("the plan does not walk %s in order:\n%s", p.index, plan)
@@ -950,4 +942,18 @@ func diff(want, got any) string {
 		return ""
 	}
 	return fmt.Sprintf("-%+v\n+%+v", want, got)
+}
+
+// explain returns PostgreSQL's plan of sql with args, one line per node.
+func explain(t *testing.T, s *Store, sql string, args ...any) string {
+	t.Helper()
+	rows, err := s.pool.Query(context.Background(), "EXPLAIN "+sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -427,7 +427,8 @@ func waitForParked(b *testing.B, c durablev1.DurableClient, queue string, n int)
 	}
 }
 
-// TestRetryFallsDueItsBackoffAfterTheFailure checks what
+// TestWaitingStateIsReusedOnlyWhileItsRetriesAreHoursAway: a built state is
+// opened again for two hours after its build, and built again after that.
 func TestWaitingStateIsReusedOnlyWhileItsRetriesAreHoursAway(t *testing.T) {
 	built := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
@@ -446,6 +447,7 @@ func TestWaitingStateIsReusedOnlyWhileItsRetriesAreHoursAway(t *testing.T) {
 	}
 }
 
+// TestRetryFallsDueItsBackoffAfterTheFailure checks what
 // BenchmarkRetryLateness takes a retry's due time to be: on a daemon without
 // jitter, the retry is due exactly the backoff after the end of the failed
 // attempt as its trail records it.

@@ -65,22 +65,19 @@ func (h *harness) op(id string) *durablev1.Operation {
 // operation satisfies cond, and returns it.
 func (h *harness) waitOp(id, what string, cond func(*durablev1.Operation) bool) *durablev1.Operation {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		op := h.op(id)
-		if cond(op) {
-			return op
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: %s never happened; last %v", id, what, op)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	return h.waitOpStepping(id, what, cond, 0)
 }
 
 // waitOpAdvancing is waitOp that moves the fake clock on a second after
 // each 100 ms (wall clock) in which cond did not come true.
 func (h *harness) waitOpAdvancing(id, what string, cond func(*durablev1.Operation) bool) *durablev1.Operation {
+	h.t.Helper()
+	return h.waitOpStepping(id, what, cond, time.Second)
+}
+
+// waitOpStepping is waitOp that, with step above zero, moves the fake clock
+// on by step after each 100 ms in which cond did not come true.
+func (h *harness) waitOpStepping(id, what string, cond func(*durablev1.Operation) bool, step time.Duration) *durablev1.Operation {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	next := time.Now().Add(100 * time.Millisecond)
@@ -92,8 +89,8 @@ func (h *harness) waitOpAdvancing(id, what string, cond func(*durablev1.Operatio
 		if time.Now().After(deadline) {
 			h.t.Fatalf("%s: %s never happened; last %v", id, what, op)
 		}
-		if time.Now().After(next) {
-			h.clock.Advance(time.Second)
+		if step > 0 && time.Now().After(next) {
+			h.clock.Advance(step)
 			next = time.Now().Add(100 * time.Millisecond)
 		}
 		time.Sleep(time.Millisecond)

@@ -22,6 +22,9 @@ const maxBatch = 256
 //     crash is a redelivery, which the idempotency key covers; waiting for
 //     the disk would add an fsync to every poll. Nor does a lease wait for a
 //     sync under way: it commits beside it (leaseDuringSync).
+//   - A task due at once is queued at commit, and a poll may take it and
+//     commit its lease while the sync runs; the poll answers only after the
+//     sync has returned (handout.go).
 //   - Reads (describe, lists, a Watch snapshot) read the store, which holds
 //     committed transitions: they may show one that the sync under way has
 //     not finished.
@@ -181,6 +184,7 @@ func (e *Engine) finish(batch []*request) {
 	if len(pending) == 0 {
 		return
 	}
+	early := e.queueEarly(pending)
 	synced := make(chan syncResult, 1)
 	go func() {
 		began := e.now()
@@ -195,6 +199,7 @@ func (e *Engine) finish(batch []*request) {
 	} else {
 		err = e.syncFailed(err)
 	}
+	e.settleEarly(early, err)
 	for _, r := range waiting {
 		r.err = err
 		close(r.done)

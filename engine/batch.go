@@ -194,12 +194,14 @@ func (e *Engine) finish(batch []*request) {
 	leased, res := e.leaseDuringSync(synced)
 	err := res.err
 	if err == nil {
+		early.settle(nil)
 		e.opts.Observer.Synced(res.took)
 		e.publish(append(pending, leased...))
+		e.forgetEarly(early)
 	} else {
 		err = e.syncFailed(err)
+		early.settle(err)
 	}
-	e.settleEarly(early, err)
 	for _, r := range waiting {
 		r.err = err
 		close(r.done)

@@ -34,7 +34,7 @@ type syncWait struct {
 // queueEarly queues the entries of the committed, unsynced changes that
 // are due now and wakes a parked poll for each. It returns what the polls
 // that take them wait for; nil when it queued none. Called by the batcher
-// between a batch's commit and its sync; settleEarly ends it.
+// between a batch's commit and its sync; settle and forgetEarly end it.
 func (e *Engine) queueEarly(pending []*change) *syncWait {
 	if _, ok := e.rt.(*embedded); !ok {
 		return nil
@@ -66,25 +66,32 @@ func (e *Engine) queuedEarlyLocked(q QueueEntry) bool {
 	return ok
 }
 
-// settleEarly tells the polls that took tasks queued ahead of a sync how
-// it went: err nil, and they may answer; else they hand out nothing. After a
-// good sync, which the batch's changes were published after, the entries
-// are ordinary queued tasks. After a failed one they stay marked: writes
-// are refused until a restart, and a poll that takes one later must not
-// hand it out either.
-func (e *Engine) settleEarly(w *syncWait, err error) {
+// settle tells the polls that took tasks queued ahead of a sync how it
+// went: err nil, and they may answer; else they hand out nothing. The
+// batcher settles a good sync before it publishes the batch, so that the
+// polls answer while it does: what the worker gets is on disk, and what
+// the publishing shows (books, timers, watchers) no worker needs first.
+func (w *syncWait) settle(err error) {
+	if w == nil {
+		return
+	}
+	w.err = err
+	close(w.done)
+}
+
+// forgetEarly makes the entries queued ahead of a good sync ordinary queued
+// tasks, once the batch is published (publishing skips them until then).
+// Those of a failed sync stay marked: writes are refused until a restart,
+// and a poll that takes one later must not hand it out either.
+func (e *Engine) forgetEarly(w *syncWait) {
 	if w == nil {
 		return
 	}
 	e.mu.Lock()
-	if err == nil {
-		for _, q := range w.entries {
-			delete(e.early, q)
-		}
+	for _, q := range w.entries {
+		delete(e.early, q)
 	}
 	e.mu.Unlock()
-	w.err = err
-	close(w.done)
 }
 
 // awaitDurable returns once the transitions that queued entries are on

@@ -13,21 +13,12 @@ import (
 // answers everyone in the batch. A caller that arrives while an fsync is in
 // flight therefore waits for the next one: every caller returns only after an
 // fsync that started after its call began, and many callers pay for one.
-//
-// A caller that finds no fsync running and nobody waiting runs the fsync
-// itself instead: the engine's batcher is the only caller, one sync at a
-// time, and handing each of its syncs to the goroutine and the answer back
-// cost two goroutine wake-ups on the path of every acknowledged change.
 type groupSync struct {
 	syncFunc func() error
 
 	mu      sync.Mutex
 	waiting []chan error
 	closed  bool
-	// busy is set while an fsync runs, the goroutine's or a caller's;
-	// idle is signalled when it ends.
-	busy bool
-	idle *sync.Cond
 	// kick wakes the loop; it holds at most one pending wake-up. Sends and
 	// its close happen under mu so that no send can follow the close.
 	kick chan struct{}
@@ -42,7 +33,6 @@ func newGroupSync(syncFunc func() error) *groupSync {
 		kick:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
-	g.idle = sync.NewCond(&g.mu)
 	go g.loop()
 	return g
 }
@@ -54,17 +44,6 @@ func (g *groupSync) Sync() error {
 	if g.closed {
 		g.mu.Unlock()
 		return fmt.Errorf("badger store sync: %w", engine.ErrClosed)
-	}
-	if !g.busy && len(g.waiting) == 0 {
-		g.busy = true
-		g.syncs++
-		g.mu.Unlock()
-		err := g.syncFunc()
-		g.ended()
-		if err != nil {
-			return fmt.Errorf("badger store sync: %w", err)
-		}
-		return nil
 	}
 	g.waiting = append(g.waiting, ch)
 	select {
@@ -79,21 +58,16 @@ func (g *groupSync) loop() {
 	defer close(g.done)
 	for range g.kick {
 		g.mu.Lock()
-		for g.busy {
-			g.idle.Wait()
-		}
 		batch := g.waiting
 		g.waiting = nil
 		if len(batch) > 0 {
 			g.syncs++
-			g.busy = true
 		}
 		g.mu.Unlock()
 		if len(batch) == 0 {
 			continue
 		}
 		err := g.syncFunc()
-		g.ended()
 		if err != nil {
 			err = fmt.Errorf("badger store sync: %w", err)
 		}
@@ -103,17 +77,8 @@ func (g *groupSync) loop() {
 	}
 }
 
-// ended marks the fsync under way done.
-func (g *groupSync) ended() {
-	g.mu.Lock()
-	g.busy = false
-	g.idle.Broadcast()
-	g.mu.Unlock()
-}
-
 // close refuses new callers, lets the loop answer every caller already
-// waiting, and returns once the loop has stopped and no caller's own fsync
-// runs.
+// waiting, and returns once the loop has stopped.
 func (g *groupSync) close() {
 	g.mu.Lock()
 	if !g.closed {
@@ -122,11 +87,6 @@ func (g *groupSync) close() {
 	}
 	g.mu.Unlock()
 	<-g.done
-	g.mu.Lock()
-	for g.busy {
-		g.idle.Wait()
-	}
-	g.mu.Unlock()
 }
 
 // pending reports how many callers wait for the next fsync, for tests.

@@ -2,7 +2,6 @@ package badger
 
 import (
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -136,23 +135,5 @@ func TestStore_SyncIsNoOpWithoutDisk(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Errorf("%s: Close = %v", name, err)
 		}
-	}
-}
-
-// TestGroupSync_ALoneCallerRunsTheFsyncItself: with no fsync running and
-// nobody waiting, Sync runs the fsync on its caller's goroutine, without
-// handing it to the loop and back: here there is no loop, and it returns.
-func TestGroupSync_ALoneCallerRunsTheFsyncItself(t *testing.T) {
-	t.Parallel()
-	fsyncs := 0
-	g := &groupSync{syncFunc: func() error { fsyncs++; return nil }, kick: make(chan struct{}, 1), done: make(chan struct{})}
-	g.idle = sync.NewCond(&g.mu)
-	for range 2 {
-		if err := g.Sync(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if fsyncs != 2 || g.runs() != 2 {
-		t.Fatalf("%d fsyncs (%d counted) for two calls one after the other, want 2", fsyncs, g.runs())
 	}
 }

@@ -190,11 +190,17 @@ func (e *Engine) finish(batch []*request) {
 		began := e.now()
 		err := e.store.Sync()
 		synced <- syncResult{err: err, took: e.now().Sub(began)}
+		if err == nil {
+			// The polls that took tasks of the batch answer from here,
+			// without waiting for the batcher to publish first
+			// (handout.go). Told after the batcher, they are the
+			// goroutines the scheduler runs next.
+			early.settle(nil)
+		}
 	}()
 	leased, res := e.leaseDuringSync(synced)
 	err := res.err
 	if err == nil {
-		early.settle(nil)
 		e.opts.Observer.Synced(res.took)
 		e.publish(append(pending, leased...))
 		e.forgetEarly(early)

@@ -67,10 +67,12 @@ func (e *Engine) queuedEarlyLocked(q QueueEntry) bool {
 }
 
 // settle tells the polls that took tasks queued ahead of a sync how it
-// went: err nil, and they may answer; else they hand out nothing. The
-// batcher settles a good sync before it publishes the batch, so that the
-// polls answer while it does: what the worker gets is on disk, and what
-// the publishing shows (books, timers, watchers) no worker needs first.
+// went: err nil, and they may answer; else they hand out nothing. A good
+// sync is settled by the goroutine that ran it, as soon as it returns, so
+// that the polls answer while the batcher wakes and publishes the batch:
+// what the worker gets is on disk, and what the publishing shows (books,
+// timers, watchers) no worker needs first. A failed one is settled by the
+// batcher once writes are refused.
 func (w *syncWait) settle(err error) {
 	if w == nil {
 		return

@@ -184,7 +184,11 @@ func (e *Engine) finish(batch []*request) {
 	if len(pending) == 0 {
 		return
 	}
-	early := e.queueEarly(pending)
+	// Only a batch of one: see handout.go.
+	var early *syncWait
+	if len(batch) == 1 {
+		early = e.queueEarly(pending)
+	}
 	synced := make(chan syncResult, 1)
 	go func() {
 		began := e.now()

@@ -15,6 +15,13 @@ package engine
 // Everything else a change shows (the task's books, timers, watchers,
 // metrics) is still published after the sync, in commit order.
 //
+// The batcher does this only for a batch of one transition: an engine
+// that quiet is where a round's latency is what counts. Under load, the
+// polls woken ahead of the sync committed their leases in commits of their
+// own instead of in the batch after the sync: in ActivityThroughput/Succeed
+// (32 in flight) commits per activity rose from 0.24 to 0.27, calls from
+// 1.32 to 1.34 and transitions from 1.30 to 1.33, for no gain there.
+//
 // A task taken this way whose sync then fails was leased in the store but
 // never handed out. Writes are refused from then on (gate.go). After the
 // restart its attempt is delivered again once its lease runs out, as for a

@@ -65,11 +65,12 @@ type Options struct {
 // plan reused. By default PostgreSQL plans a prepared statement for its
 // arguments at each of its first five runs on a connection, and at every
 // run after that whenever the plan for the arguments looks cheaper than the
-// plan for any: a merged write whose arrays hold fewer rows than the
-// planner guesses for an array parameter (ten) was planned at every run.
-// Planning cost 153 µs of the database's CPU per activity, a fifth of it,
-// in the throughput benchmark. The store's statements look rows up by
-// their keys through indexes whatever the arguments, and
+// plan for any: the merged delete of queue entries (eight rows, fewer than
+// the ten the planner guesses for an array parameter) and the read of a
+// batch's workflows were planned at every run. In the throughput benchmark
+// the database spent 130–200 µs of CPU per activity planning, about 60 of
+// them on those two, and 14–24 µs after. The store's statements look rows
+// up by their keys through indexes whatever the arguments, and
 // TestStatements_PlannedForAnyArgumentsUseIndexes checks that each plan
 // made for any arguments does.
 const planCacheMode = "force_generic_plan"

@@ -117,8 +117,14 @@ func (t *tx) each(prefix []byte, fn func(key, val []byte) (bool, error)) error {
 
 // eachFrom is each for the records under prefix from the key start on (from
 // the first, for nil).
+//
+// Values are not prefetched: Badger prefetches by starting a goroutine per
+// item, to copy a value that, below valueThreshold, sits in the log entry
+// already read and that Item.Value copies as cheaply; for the history of a
+// workflow task those goroutines and the reader's waits on them cost more
+// than the copies.
 func (t *tx) eachFrom(prefix, start []byte, fn func(key, val []byte) (bool, error)) error {
-	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	if start == nil {
 		start = prefix

@@ -8,15 +8,15 @@ import (
 
 // The engine's transitions read back the records the transitions just
 // before them wrote: a lease reads the activity its schedule wrote, a
-// completion the activity its lease wrote, and every transition of a
-// workflow reads the workflow. Badger answers such a read by searching its
+// completion the activity its lease wrote, every transition of a workflow
+// reads the workflow, and every batch the latency records of its activity
+// types. Badger answers such a read by searching its
 // memtables and then every level of its tree (a point read cannot stop at the
 // newest version it finds, because the version it wants is the reader's
 // timestamp), and copies the value twice on the way. That was a tenth of
 // the daemon's CPU at full load (issue 12).
 //
-// So read-write transactions keep the encoded records (activities and
-// workflows) they read or wrote in recentRecords, once they commit, and a
+// So read-write transactions keep the encoded records (recentKey) they read or wrote in recentRecords, once they commit, and a
 // later read-write transaction decodes a record it finds there instead of
 // asking Badger. The cache holds what Badger holds for those keys as long
 // as one Update runs at a time, which is how the engine's batcher calls it:
@@ -183,8 +183,15 @@ func (r *recentRead) commit(txn *badgerdb.Txn) error {
 	return nil
 }
 
-// recentKey reports whether the cache keeps the record at key: activities
-// and workflows.
+// recentKey reports whether the cache keeps the record at key: activities,
+// workflows, and the latency records every batch reads and writes back.
 func recentKey(key []byte) bool {
-	return len(key) > 0 && (key[0] == prefixActivity || key[0] == prefixWorkflow)
+	if len(key) == 0 {
+		return false
+	}
+	switch key[0] {
+	case prefixActivity, prefixWorkflow, prefixLatency, prefixLatencyHour:
+		return true
+	}
+	return false
 }

@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/tinyllm/durable/engine"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
 // Tests of the cache of recent records (recent.go): whatever answers a read,
@@ -102,4 +105,25 @@ func TestRecent_KeepsNoMoreThanItsBound(t *testing.T) {
 	if _, ok := r.vals["big"]; ok {
 		t.Error("a value above recentMaxValue was kept")
 	}
+}
+
+func TestRecent_ALatencyHourDeletedIsGoneForTheNextUpdate(t *testing.T) {
+	t.Parallel()
+	s := openDir(t, t.TempDir())
+	hour := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	mustUpdate(t, s, func(tx engine.Tx) error {
+		return tx.PutLatencyHour(&durablev1.LatencyRecord{ActivityType: "Work", Hour: timestamppb.New(hour), Attempts: 3})
+	})
+	mustUpdate(t, s, func(tx engine.Tx) error {
+		if l, err := tx.GetLatencyHour("Work", hour); err != nil || l.GetAttempts() != 3 {
+			t.Errorf("GetLatencyHour = %v, %v; want 3 attempts", l, err)
+		}
+		return tx.DeleteLatencyHour("Work", hour)
+	})
+	mustUpdate(t, s, func(tx engine.Tx) error {
+		if _, err := tx.GetLatencyHour("Work", hour); !errors.Is(err, engine.ErrNotFound) {
+			t.Errorf("GetLatencyHour after its delete = %v, want ErrNotFound", err)
+		}
+		return nil
+	})
 }

@@ -11,8 +11,8 @@ import (
 // they gather in the engine's catch-up log, one entry per record changed,
 // holding that record's last state. When the snapshot is done, the watcher
 // takes the entries changed since its view, sends them after SNAPSHOT_DONE
-// as UPSERT and REMOVE events, and from then on gets every event in its
-// buffer, as before.
+// as UPSERT and REMOVE events in the order of their last changes, and from
+// then on gets every event in its buffer, as before.
 //
 // That is enough because every change a watcher hears of carries the whole
 // of what it changed, and a consumer keeps only the last: an activity's
@@ -237,28 +237,35 @@ func (c *catchUp) leave(w *watcher) {
 }
 
 // catchUpEvents turns the states into the events that bring a watcher from
-// its snapshot to now: UPSERTs, then REMOVEs, at most snapshotChunk items
-// to an event. The states are shared with other watchers and must not
-// change.
+// its snapshot to now, in the order of the records' last changes (oldest
+// first): a run of upserts makes UPSERT events, a run of removals REMOVE
+// events, at most snapshotChunk items to an event. In that order a reader
+// that sees a change has seen every change made before it, as it has once
+// live: a client that waits to see its own last change sees the store as of
+// then, and not, say, an activity it completed before that change still
+// pending because the removals came last. What that order costs is an
+// event for each switch between the two kinds, so at most one per entry.
+// The states are shared with other watchers and must not change.
 func catchUpEvents(entries []caughtState, now *timestamppb.Timestamp) []*durablev1.WatchEvent {
 	var events []*durablev1.WatchEvent
-	up := func() *durablev1.WatchEvent {
-		n := len(events)
-		if n > 0 {
+	// last is the event to add to, if it is of kind and has room.
+	last := func(kind durablev1.WatchEventKind) *durablev1.WatchEvent {
+		if n := len(events); n > 0 {
 			ev := events[n-1]
-			items := len(ev.Activities) + len(ev.Workflows) + len(ev.Operations) + len(ev.AuditRecords) + len(ev.PolicyOverrides)
-			if ev.Kind == durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT && items < snapshotChunk {
+			items := len(ev.Activities) + len(ev.Workflows) + len(ev.Operations) + len(ev.AuditRecords) + len(ev.PolicyOverrides) + len(ev.Removed)
+			if ev.Kind == kind && items < snapshotChunk {
 				return ev
 			}
 		}
-		ev := &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT, ServerTime: now}
+		ev := &durablev1.WatchEvent{Kind: kind, ServerTime: now}
 		events = append(events, ev)
 		return ev
 	}
-	var removed []*durablev1.ActivityRef
+	up := func() *durablev1.WatchEvent { return last(durablev1.WatchEventKind_WATCH_EVENT_KIND_UPSERT) }
 	for _, en := range entries {
 		if en.removed {
-			removed = append(removed, en.state.(*durablev1.ActivityRef))
+			ev := last(durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE)
+			ev.Removed = append(ev.Removed, en.state.(*durablev1.ActivityRef))
 			continue
 		}
 		switch s := en.state.(type) {
@@ -282,11 +289,6 @@ func catchUpEvents(entries []caughtState, now *timestamppb.Timestamp) []*durable
 		case *durablev1.TaskQueueList:
 			up().TaskQueues = s
 		}
-	}
-	for len(removed) > 0 {
-		n := min(len(removed), snapshotChunk)
-		events = append(events, &durablev1.WatchEvent{Kind: durablev1.WatchEventKind_WATCH_EVENT_KIND_REMOVE, ServerTime: now, Removed: removed[:n]})
-		removed = removed[n:]
 	}
 	return events
 }

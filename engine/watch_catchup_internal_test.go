@@ -150,27 +150,35 @@ func errorsIsLagged(w *watcher) bool {
 	}
 }
 
-// TestCatchUpEventsAreChunked: upserts first, then removals, at most
-// snapshotChunk items to an event.
-func TestCatchUpEventsAreChunked(t *testing.T) {
+// TestCatchUpEventsKeepTheOrderOfChanges: the states go out in the order of
+// their last changes, a run of one kind in events of at most snapshotChunk
+// items, so that a reader that sees a change has seen every older one. An
+// upsert after removals follows them, and does not join the upserts before.
+func TestCatchUpEventsKeepTheOrderOfChanges(t *testing.T) {
 	var states []caughtState
-	for i := range 1200 {
+	for i := range 700 {
 		states = append(states, caughtState{state: act("w", fmt.Sprint(i), 1)})
-		if i < 600 {
-			states = append(states, caughtState{state: &durablev1.ActivityRef{WorkflowId: "x", ActivityId: fmt.Sprint(i)}, removed: true})
-		}
 	}
-	states = append(states, caughtState{state: &durablev1.WritesState{Refused: true}})
+	for i := range 600 {
+		states = append(states, caughtState{state: &durablev1.ActivityRef{WorkflowId: "x", ActivityId: fmt.Sprint(i)}, removed: true})
+	}
+	states = append(states,
+		caughtState{state: &durablev1.WorkflowInfo{WorkflowId: "the-end"}},
+		caughtState{state: &durablev1.WritesState{Refused: true}},
+		caughtState{state: &durablev1.ActivityRef{WorkflowId: "y", ActivityId: "1"}, removed: true},
+		caughtState{state: act("z", "1", 1)})
 	var got []string
 	for _, ev := range catchUpEvents(states, ts(time.Unix(0, 0))) {
-		got = append(got, fmt.Sprintf("%s %d %d writes=%v", ev.GetKind(), len(ev.GetActivities()), len(ev.GetRemoved()), ev.GetWrites() != nil))
+		got = append(got, fmt.Sprintf("%s %d %d %d writes=%v", ev.GetKind(), len(ev.GetActivities()), len(ev.GetWorkflows()), len(ev.GetRemoved()), ev.GetWrites() != nil))
 	}
 	sameText(t, "events", got, []string{
-		"WATCH_EVENT_KIND_UPSERT 500 0 writes=false",
-		"WATCH_EVENT_KIND_UPSERT 500 0 writes=false",
-		"WATCH_EVENT_KIND_UPSERT 200 0 writes=true",
-		"WATCH_EVENT_KIND_REMOVE 0 500 writes=false",
-		"WATCH_EVENT_KIND_REMOVE 0 100 writes=false",
+		"WATCH_EVENT_KIND_UPSERT 500 0 0 writes=false",
+		"WATCH_EVENT_KIND_UPSERT 200 0 0 writes=false",
+		"WATCH_EVENT_KIND_REMOVE 0 0 500 writes=false",
+		"WATCH_EVENT_KIND_REMOVE 0 0 100 writes=false",
+		"WATCH_EVENT_KIND_UPSERT 0 1 0 writes=true",
+		"WATCH_EVENT_KIND_REMOVE 0 0 1 writes=false",
+		"WATCH_EVENT_KIND_UPSERT 1 0 0 writes=false",
 	})
 }
 

@@ -170,6 +170,64 @@ func TestWatchChangesRacingTheSnapshotConverge(t *testing.T) {
 	}
 }
 
+// TestWatchCatchUpFollowsTheOrderOfChanges: an activity pending in a
+// watcher's snapshot completes while the snapshot streams, and a workflow
+// starts after that. When the watcher shows the workflow, it no longer
+// shows the activity: what a watcher catches up on comes in the order it
+// changed, as its live events do, so a reader that waits for its own last
+// change sees everything before it. (The catch-up once sent every upsert
+// before every removal, and the racing test above, which waits for such a
+// last change, failed now and then.)
+func TestWatchCatchUpFollowsTheOrderOfChanges(t *testing.T) {
+	t.Parallel()
+	var st *pausingStore
+	h := setupOn(t, engine.Options{}, func(s engine.Store) engine.Store {
+		st = &pausingStore{Store: s, paused: make(chan struct{}), resume: make(chan struct{})}
+		return st
+	})
+	t.Cleanup(func() { close(st.resume) })
+	h.startWithActivity("done-early", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	at := "running workflows"
+	st.pauseIn.Store(&at)
+	events := make(chan *durablev1.WatchEvent, 1<<10)
+	go h.e.Watch(ctx, &durablev1.WatchRequest{}, func(ev *durablev1.WatchEvent) error {
+		select {
+		case events <- ev:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	select {
+	case <-st.paused:
+	case <-time.After(time.Minute):
+		t.Fatal("the snapshot reader did not reach the running workflows within a minute")
+	}
+	// The view is fixed and the watcher registered: both changes go to the
+	// catch-up log.
+	task := h.pollActivity()
+	if task == nil {
+		t.Fatal("no activity task")
+	}
+	h.complete(task)
+	h.start("the-end", "End")
+	st.resume <- struct{}{}
+	m := &watchModel{}
+	deadline := time.After(time.Minute)
+	for m.workflows["the-end"] == nil {
+		select {
+		case ev := <-events:
+			m.apply(ev)
+		case <-deadline:
+			t.Fatal("the watcher did not show the workflow started last within a minute")
+		}
+	}
+	if a := m.activities["done-early/1"]; a != nil {
+		t.Errorf("the watcher shows the workflow started last, and still the activity completed before it: %v", a)
+	}
+}
+
 // raceProgress gets a value each time a workload finishes one workflow's
 // round of changes.
 var raceProgress = make(chan struct{}, 1<<16)

@@ -328,7 +328,10 @@ func (h *harness) startMany(prefix string, n int) {
 // completed and failed, and 4,200 workflows started one commit each. The
 // watcher is not cut off: after its snapshot it gets each changed record in
 // its last state, and ends with what a snapshot taken afterwards shows, in
-// far fewer events than the changes.
+// far fewer events than the 4,450 changes: the catch-up goes in the order
+// of the changes, so the completed activities, which alternate with the
+// failed ones, make an event each and so do the failed ones (about 100),
+// and the workflows fill events of snapshotChunk.
 func TestWatchSnapshotOutlastingItsBufferEndsConsistent(t *testing.T) {
 	t.Parallel()
 	h := setup(t, engine.Options{})
@@ -371,8 +374,8 @@ func TestWatchSnapshotOutlastingItsBufferEndsConsistent(t *testing.T) {
 	if removed != 50 {
 		t.Errorf("%d activities removed, want the 50 completed", removed)
 	}
-	if after > 100 {
-		t.Errorf("%d events after the snapshot, want the changes of each record sent once in its last state", after)
+	if after > 120 {
+		t.Errorf("%d events after the snapshot, want the changes of each record sent once in its last state (about 110 events)", after)
 	}
 }
 

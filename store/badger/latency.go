@@ -103,6 +103,9 @@ func (t *tx) DeleteLatencyHour(activityType string, hour time.Time) error {
 	if err := t.txn.Delete(latencyHourKey(activityType, hour)); err != nil {
 		return fmt.Errorf("delete latency of %q in the hour of %s: %w", activityType, hour.UTC().Format(time.RFC3339), err)
 	}
+	if t.recent != nil {
+		t.recent.noteWrite(latencyHourKey(activityType, hour), nil)
+	}
 	return nil
 }
 

@@ -71,6 +71,9 @@ type Store struct {
 	logs     *logSync        // what sync runs; nil when it runs DB.Sync
 	// maxRecord bounds one encoded record (see maxRecordSize).
 	maxRecord int
+	// recent holds records the last read-write transactions read and
+	// wrote (recent.go).
+	recent *recentRecords
 
 	// stopPageOut stops the page-out of the mapped logs; stopGC closes
 	// to stop the value-log garbage collection, which closes gcDone.
@@ -98,7 +101,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger store: %w", mapErr(err))
 	}
-	s := &Store{db: db, dir: dir, maxRecord: maxRecordSizeOnDisk, readOnly: opts.ReadOnly, wrote: opts.WroteFunc}
+	s := &Store{db: db, dir: dir, maxRecord: maxRecordSizeOnDisk, readOnly: opts.ReadOnly, wrote: opts.WroteFunc, recent: newRecentRecords()}
 	if opts.InMemory {
 		s.maxRecord = maxRecordSize
 	}
@@ -155,8 +158,8 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 	var err error
 	for range maxConflictAttempts {
 		var t *tx
-		err = s.db.Update(func(txn *badgerdb.Txn) error {
-			t = &tx{txn: txn, maxRecord: s.maxRecord, update: true}
+		err = s.update(func(txn *badgerdb.Txn, recent *recentRead) error {
+			t = &tx{txn: txn, maxRecord: s.maxRecord, update: true, recent: recent}
 			if err := fn(t); err != nil {
 				return err
 			}
@@ -173,6 +176,22 @@ func (s *Store) Update(fn func(engine.Tx) error) error {
 		}
 	}
 	return fmt.Errorf("transaction conflicted %d times: %w", maxConflictAttempts, err)
+}
+
+// update is badgerdb.DB.Update, with the commit through the cache of recent
+// records (recent.go).
+func (s *Store) update(fn func(*badgerdb.Txn, *recentRead) error) error {
+	if s.db.IsClosed() {
+		return badgerdb.ErrDBClosed
+	}
+	recent := s.recent.begin()
+	defer s.recent.end()
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	if err := fn(txn, recent); err != nil {
+		return err
+	}
+	return recent.commit(txn)
 }
 
 // markVlog tells the next Sync that a value may have been written to the

@@ -33,20 +33,43 @@ type tx struct {
 	// times, so they are written once, when the transaction ends
 	// (flushCounts).
 	counts map[countRef]int64
+	// recent is set in a read-write transaction: records read and written
+	// go through it (recent.go).
+	recent *recentRead
 }
 
 var _ engine.Tx = (*tx)(nil)
 
 // get reads the record at key into m; a missing key is engine.ErrNotFound.
 func (t *tx) get(key []byte, m proto.Message) error {
+	recent := t.recent != nil && recentKey(key)
+	if recent {
+		if v, ok := t.recent.lookup(key); ok {
+			if v == nil {
+				return engine.ErrNotFound
+			}
+			return unmarshal(key, v, m)
+		}
+	}
 	item, err := t.txn.Get(key)
 	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		if recent {
+			t.recent.noteRead(key, nil)
+		}
 		return engine.ErrNotFound
 	}
 	if err != nil {
 		return err
 	}
-	return item.Value(func(v []byte) error { return unmarshal(key, v, m) })
+	return item.Value(func(v []byte) error {
+		// An item of Txn.Get holds a value kept in the log entry (below
+		// valueThreshold) in a buffer of its own, which outlives the call;
+		// a larger one may be the value log's memory, lent for the call.
+		if recent && len(v) < valueThreshold {
+			t.recent.noteRead(key, v)
+		}
+		return unmarshal(key, v, m)
+	})
 }
 
 // unmarshal decodes the record at key from v, a value Badger lends only for
@@ -77,7 +100,13 @@ func (t *tx) put(key []byte, m proto.Message) error {
 	// Badger keeps a value in its log entry below the threshold and in the
 	// value log from it on (skipVlogAndSetThreshold).
 	t.toVlog = t.toVlog || len(v) >= valueThreshold
-	return t.txn.Set(key, v)
+	if err := t.txn.Set(key, v); err != nil {
+		return err
+	}
+	if t.recent != nil && recentKey(key) {
+		t.recent.noteWrite(key, v)
+	}
+	return nil
 }
 
 // each calls fn with the key and value of every record under prefix, in key
@@ -88,8 +117,14 @@ func (t *tx) each(prefix []byte, fn func(key, val []byte) (bool, error)) error {
 
 // eachFrom is each for the records under prefix from the key start on (from
 // the first, for nil).
+//
+// Values are not prefetched: Badger prefetches by starting a goroutine per
+// item, to copy a value that, below valueThreshold, sits in the log entry
+// already read and that Item.Value copies as cheaply; for the history of a
+// workflow task those goroutines and the reader's waits on them cost more
+// than the copies.
 func (t *tx) eachFrom(prefix, start []byte, fn func(key, val []byte) (bool, error)) error {
-	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
+	it := t.txn.NewIterator(badgerdb.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	if start == nil {
 		start = prefix
@@ -444,6 +479,9 @@ func (t *tx) DeleteActivity(workflowID, activityID string) error {
 	if err := t.txn.Delete(key); err != nil {
 		t.forget(key)
 		return fmt.Errorf("delete activity %s/%s: %w", workflowID, activityID, err)
+	}
+	if t.recent != nil {
+		t.recent.noteWrite(key, nil)
 	}
 	if err := t.replaceIndex(old.index, nil); err != nil {
 		t.forget(key)

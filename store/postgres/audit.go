@@ -66,8 +66,11 @@ func (t *tx) DeleteAuditBefore(before time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
-	tag, err := t.q.Exec(t.ctx, `DELETE FROM audit WHERE (at, id) IN (
-		SELECT at, id FROM audit WHERE at < $1 ORDER BY at, id LIMIT $2)`, nanos(before), limit)
+	// The rows are found by their place (ctid), one probe each: joined by
+	// their key to rows whose number the plan cannot know (a LIMIT of a
+	// parameter), the table would be read whole (planCacheMode).
+	tag, err := t.q.Exec(t.ctx, `DELETE FROM audit WHERE ctid = ANY (ARRAY (
+		SELECT ctid FROM audit WHERE at < $1 ORDER BY at, id LIMIT $2))`, nanos(before), limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete audit records: %w", err)
 	}

@@ -25,7 +25,8 @@
 // one multi-row statement (merge.go). A claim reads the records of what it claims
 // in its own statement (shared.go), and Prefetch reads the records a batch
 // of transitions says it will read, all in one round trip, before they run
-// (prefetch.go).
+// (prefetch.go). Each statement is planned once per connection, for any
+// arguments, and the plan kept (planCacheMode in store.go).
 //
 // Any number of nodes (durabled processes) may share a database: the Store
 // is an engine.SharedStore. Each opens it under a name of its own,

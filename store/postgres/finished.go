@@ -34,9 +34,10 @@ func (t *tx) DeleteFinishedBefore(before time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
-	tag, err := t.q.Exec(t.ctx, `DELETE FROM finished_activities WHERE (workflow_id, activity_id) IN (
-		SELECT workflow_id, activity_id FROM finished_activities WHERE finished_at < $1
-		ORDER BY finished_at, length(workflow_id), workflow_id, activity_id LIMIT $2)`, nanos(before), limit)
+	// By place, as DeleteAuditBefore.
+	tag, err := t.q.Exec(t.ctx, `DELETE FROM finished_activities WHERE ctid = ANY (ARRAY (
+		SELECT ctid FROM finished_activities WHERE finished_at < $1
+		ORDER BY finished_at, length(workflow_id), workflow_id, activity_id LIMIT $2))`, nanos(before), limit)
 	if err != nil {
 		return 0, fmt.Errorf("finished activities: %w", err)
 	}

@@ -944,16 +944,79 @@ func diff(want, got any) string {
 	return fmt.Sprintf("-%+v\n+%+v", want, got)
 }
 
-// explain returns PostgreSQL's plan of sql with args, one line per node.
+// explain returns the plan PostgreSQL runs for sql with args, one line per
+// node: the plan of the statement prepared on a connection of the store's
+// pool, as the store runs it (see planCacheMode), not a plan made for these
+// arguments alone.
 func explain(t *testing.T, s *Store, sql string, args ...any) string {
 	t.Helper()
-	rows, err := s.pool.Query(context.Background(), "EXPLAIN "+sql, args...)
+	ctx := context.Background()
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer conn.Release()
+	const name = "explained"
+	if _, err := conn.Conn().Prepare(ctx, name, sql); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Conn().Deallocate(ctx, name)
+	params := make([]string, len(args))
+	for i, a := range args {
+		params[i] = sqlLiteral(t, a)
+	}
+	// EXECUTE takes no parameters of the statement around it: the
+	// arguments go as literals, which only choose a custom plan should the
+	// plan cache make one.
+	explain := "EXPLAIN EXECUTE " + name
+	if len(params) > 0 {
+		explain += " (" + strings.Join(params, ", ") + ")"
+	}
+	rows, err := conn.Query(ctx, explain)
+	if err != nil {
+		t.Fatalf("%s: %v", explain, err)
 	}
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// sqlLiteral writes an argument of the store's statements as an SQL
+// literal.
+func sqlLiteral(t *testing.T, a any) string {
+	t.Helper()
+	switch v := a.(type) {
+	case nil:
+		return "NULL"
+	case []byte:
+		return fmt.Sprintf("'\\x%x'::bytea", v)
+	case string:
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	case int, int16, int64, bool:
+		return fmt.Sprint(v)
+	case *int64:
+		if v == nil {
+			return "NULL"
+		}
+		return fmt.Sprint(*v)
+	}
+	rv := reflect.ValueOf(a)
+	if rv.Kind() != reflect.Slice {
+		t.Fatalf("sqlLiteral: %T", a)
+	}
+	if rv.Len() == 0 {
+		return "'{}'"
+	}
+	elems := make([]string, rv.Len())
+	for i := range elems {
+		elems[i] = sqlLiteral(t, rv.Index(i).Interface())
+	}
+	if strings.Trim(strings.Join(elems, ""), "NUL") == "" {
+		// Of no type an ARRAY[...] could take from its elements: the
+		// statement's parameter gives it one.
+		return "'{" + strings.Join(elems, ", ") + "}'"
+	}
+	return "ARRAY[" + strings.Join(elems, ", ") + "]"
 }

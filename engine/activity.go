@@ -33,8 +33,9 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 			return false, time.Time{}, nil
 		}
 		var tasks []*durablev1.ActivityTask
+		var taken []QueueEntry
 		ok, next, err := e.rt.take(k, now, max, func(tx Tx, c *change, entries []QueueEntry) (int, error) {
-			tasks = tasks[:0]
+			tasks, taken = tasks[:0], entries
 			// The leases count from this run of their transaction, not
 			// from when the poll looked (see PollWorkflowTask).
 			now := e.now()
@@ -55,6 +56,9 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *durablev1.PollActivi
 				return false, time.Time{}, nil
 			}
 			return false, time.Time{}, err
+		}
+		if ok && e.awaitDurable(taken) != nil {
+			return false, time.Time{}, nil // its sync failed: see handout.go
 		}
 		if ok {
 			resp.Tasks = tasks

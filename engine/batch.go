@@ -22,6 +22,9 @@ const maxBatch = 256
 //     crash is a redelivery, which the idempotency key covers; waiting for
 //     the disk would add an fsync to every poll. Nor does a lease wait for a
 //     sync under way: it commits beside it (leaseDuringSync).
+//   - A task due at once is queued at commit, and a poll may take it and
+//     commit its lease while the sync runs; the poll answers only after the
+//     sync has returned (handout.go).
 //   - Reads (describe, lists, a Watch snapshot) read the store, which holds
 //     committed transitions: they may show one that the sync under way has
 //     not finished.
@@ -181,19 +184,33 @@ func (e *Engine) finish(batch []*request) {
 	if len(pending) == 0 {
 		return
 	}
+	// Only a batch of one: see handout.go.
+	var early *syncWait
+	if len(batch) == 1 {
+		early = e.queueEarly(pending)
+	}
 	synced := make(chan syncResult, 1)
 	go func() {
 		began := e.now()
 		err := e.store.Sync()
 		synced <- syncResult{err: err, took: e.now().Sub(began)}
+		if err == nil {
+			// The polls that took tasks of the batch answer from here,
+			// without waiting for the batcher to publish first
+			// (handout.go). Told after the batcher, they are the
+			// goroutines the scheduler runs next.
+			early.settle(nil)
+		}
 	}()
 	leased, res := e.leaseDuringSync(synced)
 	err := res.err
 	if err == nil {
 		e.opts.Observer.Synced(res.took)
 		e.publish(append(pending, leased...))
+		e.forgetEarly(early)
 	} else {
 		err = e.syncFailed(err)
+		early.settle(err)
 	}
 	for _, r := range waiting {
 		r.err = err

@@ -63,6 +63,9 @@ type Engine struct {
 	timers      timerSet                // the live timers kept in memory, earliest first
 	timerWake   chan struct{}
 	watchers    map[*watcher]struct{}
+	// early marks the tasks queued ahead of the sync of their transition
+	// (handout.go).
+	early map[QueueEntry]*syncWait
 	// catchUp holds what changed while watchers' snapshots stream
 	// (watch_catchup.go).
 	catchUp catchUp
@@ -137,6 +140,7 @@ func New(store Store, opts Options) (*Engine, error) {
 		waiters:       map[queueKey][]*waiter{},
 		alarms:        map[queueKey]time.Time{},
 		queues:        map[queueKey]*entryHeap{},
+		early:         map[QueueEntry]*syncWait{},
 		timerWake:     make(chan struct{}, 1),
 		watchers:      map[*watcher]struct{}{},
 		catchUp:       catchUp{budget: catchUpBudget},
@@ -285,7 +289,7 @@ func (e *Engine) publishChangeLocked(c *change) {
 	if len(c.entries) > 0 {
 		now := e.now()
 		for _, q := range c.entries {
-			if !e.rt.queuedLocked(q) {
+			if e.queuedEarlyLocked(q) || !e.rt.queuedLocked(q) {
 				continue
 			}
 			k := queueKey{q.Kind, q.Queue}

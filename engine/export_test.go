@@ -16,3 +16,10 @@ func (e *Engine) SetCatchUpBudget(n int) {
 	defer e.mu.Unlock()
 	e.catchUp.budget = n
 }
+
+// ParkedPolls is how many polls are parked on the activity queue queue.
+func (e *Engine) ParkedPolls(queue string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.waiters[queueKey{ActivityTask, queue}])
+}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,29 +112,60 @@ func (h *harness) parkWorkflow() <-chan *durablev1.PollWorkflowTaskResponse {
 }
 
 // nothingHandedOut checks that neither the parked poll nor a poll made now
-// gets a task. The poll made now answers at once when it finds nothing;
-// one that found a task would wait for the batcher, held up by the sync, to
-// lease it.
-func (h *harness) nothingHandedOut(parked <-chan *durablev1.ActivityTask, what string) {
+// hands out wf's activity while the sync is held, and returns where the
+// task of either arrives once it is let through. Either may take the task
+// meanwhile: a task due at once is queued at its commit and its lease
+// commits beside the sync, but the poll that took it answers only after
+// the sync (handout.go). So it waits until the poll made now has answered
+// (with nothing: it found no task) or the activity is leased, then checks
+// that neither poll has answered with a task.
+func (h *harness) nothingHandedOut(parked <-chan *durablev1.ActivityTask, wf, what string) <-chan *durablev1.ActivityTask {
 	h.t.Helper()
-	select {
-	case task := <-parked:
-		h.t.Fatalf("%s: the parked poll got attempt %d of %s before the sync", what, task.GetAttempt(), task.GetActivityId())
-	default:
-	}
 	probe := make(chan []*durablev1.ActivityTask, 1)
 	go func() {
 		r, _ := h.e.PollActivityTask(now(), &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "probe"})
 		probe <- r.GetTasks()
 	}()
-	select {
-	case tasks := <-probe:
-		if len(tasks) > 0 {
-			h.t.Fatalf("%s: a poll got attempt %d of %s before the sync", what, tasks[0].GetAttempt(), tasks[0].GetActivityId())
+	var probed []*durablev1.ActivityTask
+	answered := false
+	waitFor(h.t, what+": the poll made now to answer, or the activity to be leased", func() bool {
+		select {
+		case probed = <-probe:
+			answered = true
+			return true
+		default:
 		}
-	case <-time.After(10 * time.Second):
-		h.t.Fatalf("%s: a poll found a task before the sync and waits to lease it", what)
+		for _, a := range h.describe(wf).GetPendingActivities() {
+			if a.GetState() == durablev1.ActivityState_ACTIVITY_STATE_STARTED {
+				return true
+			}
+		}
+		return false
+	})
+	if len(probed) > 0 {
+		h.t.Fatalf("%s: a poll got attempt %d of %s before the sync", what, probed[0].GetAttempt(), probed[0].GetActivityId())
 	}
+	select {
+	case task := <-parked:
+		h.t.Fatalf("%s: the parked poll got attempt %d of %s before the sync", what, task.GetAttempt(), task.GetActivityId())
+	default:
+	}
+	either := make(chan *durablev1.ActivityTask, 2)
+	go func() {
+		if !answered {
+			if tasks := <-probe; len(tasks) > 0 {
+				either <- tasks[0]
+			}
+		}
+	}()
+	go func() {
+		select {
+		case task := <-parked:
+			either <- task
+		case <-h.t.Context().Done():
+		}
+	}()
+	return either
 }
 
 // handedOut waits for the parked poll's task and checks it is attempt of
@@ -147,6 +179,19 @@ func handedOut(t *testing.T, parked <-chan *durablev1.ActivityTask, wf string, a
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the parked poll got nothing after the sync")
+	}
+}
+
+// answerOf waits for what a poll running in a goroutine answers.
+func answerOf[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never answered", what)
+		var zero T
+		return zero
 	}
 }
 
@@ -206,13 +251,13 @@ func TestNoTaskVisibleBeforeSync(t *testing.T) {
 		s.held.Store(true)
 		done := scheduleOne(h, nil)
 		s.awaitSync(t, "CompleteWorkflowTask")
-		h.nothingHandedOut(parked, "scheduled")
+		got := h.nothingHandedOut(parked, "wf", "scheduled")
 		notYet(t, done, "CompleteWorkflowTask")
 		s.verdict <- nil
 		if err := answer(t, done, "CompleteWorkflowTask"); err != nil {
 			t.Fatal(err)
 		}
-		handedOut(t, parked, "wf", 1)
+		handedOut(t, got, "wf", 1)
 	})
 	t.Run("StartedWorkflow", func(t *testing.T) {
 		t.Parallel()
@@ -230,31 +275,46 @@ func TestNoTaskVisibleBeforeSync(t *testing.T) {
 			t.Fatalf("the parked poll got the workflow task of %s before the sync", wt.GetWorkflowId())
 		default:
 		}
+		// As with nothingHandedOut: the parked poll or the one made now
+		// may lease the task beside the sync, and neither answers before
+		// it.
 		probe := make(chan *durablev1.PollWorkflowTaskResponse, 1)
 		go func() {
 			r, _ := h.e.PollWorkflowTask(now(), &durablev1.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "probe"})
 			probe <- r
 		}()
-		select {
-		case wt := <-probe:
-			if len(wt.GetTaskToken()) > 0 {
-				t.Fatalf("a poll got the workflow task of %s before the sync", wt.GetWorkflowId())
+		var probed *durablev1.PollWorkflowTaskResponse
+		waitFor(t, "the poll made now to answer, or the task to be leased", func() bool {
+			select {
+			case probed = <-probe:
+				return true
+			default:
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("a poll found the workflow task before the sync and waits to lease it")
+			return slices.ContainsFunc(h.history("wf"), func(ev *durablev1.HistoryEvent) bool {
+				return ev.GetType() == durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED
+			})
+		})
+		if len(probed.GetTaskToken()) > 0 {
+			t.Fatalf("a poll got the workflow task of %s before the sync", probed.GetWorkflowId())
+		}
+		select {
+		case wt := <-parked:
+			t.Fatalf("the parked poll got the workflow task of %s before the sync", wt.GetWorkflowId())
+		default:
 		}
 		notYet(t, done, "StartWorkflow")
 		s.verdict <- nil
 		if err := answer(t, done, "StartWorkflow"); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case wt := <-parked:
-			if wt.GetWorkflowId() != "wf" {
-				t.Fatalf("the parked poll got the workflow task of %s, want wf", wt.GetWorkflowId())
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("the parked poll got nothing after the sync")
+		if probed == nil {
+			probed = answerOf(t, probe, "the poll made now")
+		}
+		if len(probed.GetTaskToken()) == 0 {
+			probed = answerOf(t, parked, "the parked poll")
+		}
+		if probed.GetWorkflowId() != "wf" {
+			t.Fatalf("a poll got the workflow task of %s, want wf", probed.GetWorkflowId())
 		}
 	})
 	t.Run("RetryAfterBackoff", func(t *testing.T) {
@@ -276,13 +336,13 @@ func TestNoTaskVisibleBeforeSync(t *testing.T) {
 		// The backoff is over, but the transition that queued the retry is
 		// not on disk yet.
 		h.clock.Advance(2 * time.Second)
-		h.nothingHandedOut(parked, "retry after the backoff")
+		got := h.nothingHandedOut(parked, "wf", "retry after the backoff")
 		notYet(t, done, "FailActivityTask")
 		s.verdict <- nil
 		if err := answer(t, done, "FailActivityTask"); err != nil {
 			t.Fatal(err)
 		}
-		handedOut(t, parked, "wf", 2)
+		handedOut(t, got, "wf", 2)
 	})
 	t.Run("RetryAfterLeaseRanOut", func(t *testing.T) {
 		t.Parallel()
@@ -319,13 +379,13 @@ func TestNoTaskVisibleBeforeSync(t *testing.T) {
 			done <- err
 		}()
 		s.awaitSync(t, "RedriveDeadLetter")
-		h.nothingHandedOut(parked, "redriven")
+		got := h.nothingHandedOut(parked, "wf", "redriven")
 		notYet(t, done, "RedriveDeadLetter")
 		s.verdict <- nil
 		if err := answer(t, done, "RedriveDeadLetter"); err != nil {
 			t.Fatal(err)
 		}
-		handedOut(t, parked, "wf", 1)
+		handedOut(t, got, "wf", 1)
 	})
 	t.Run("RedriveOperation", func(t *testing.T) {
 		t.Parallel()
@@ -344,16 +404,14 @@ func TestNoTaskVisibleBeforeSync(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.awaitSync(t, "the operation's first release")
-		h.nothingHandedOut(parked, "released")
+		got := h.nothingHandedOut(parked, "wf", "released")
 		s.verdict <- nil
-		handedOut(t, parked, "wf", 1)
+		handedOut(t, got, "wf", 1)
 	})
 	t.Run("FailedSync", func(t *testing.T) {
 		t.Parallel()
 		h, s := setupHeld(t, engine.Options{})
 		h.start("wf", "Flaky")
-		ctx, stop := context.WithCancel(context.Background())
-		parked := h.parkUntil(ctx)
 		s.held.Store(true)
 		done := scheduleOne(h, nil)
 		s.awaitSync(t, "CompleteWorkflowTask")
@@ -363,7 +421,9 @@ func TestNoTaskVisibleBeforeSync(t *testing.T) {
 		if !errors.Is(err, engine.ErrWritesRefused) || !errors.Is(err, diskGone) {
 			t.Fatalf("CompleteWorkflowTask after a failed sync: %v, want a refusal wrapping the store's error", err)
 		}
-		h.nothingHandedOut(parked, "after a failed sync")
+		ctx, stop := context.WithCancel(context.Background())
+		parked := h.parkUntil(ctx)
+		h.nothingHandedOut(parked, "wf", "after a failed sync")
 		// A restart queues again what the store holds.
 		stop()
 		s.held.Store(false)
@@ -376,6 +436,149 @@ func TestNoTaskVisibleBeforeSync(t *testing.T) {
 		r, err := e.PollActivityTask(now(), &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "after"})
 		if err != nil || len(r.GetTasks()) != 1 || r.GetTasks()[0].GetWorkflowId() != "wf" {
 			t.Fatalf("after a restart: %v, %v; want attempt 1 of wf's activity", r.GetTasks(), err)
+		}
+	})
+}
+
+// TestATaskTakenBesideAFailedSyncIsNotHandedOut: a poll parked when an
+// activity is scheduled takes its task and commits the lease while the
+// schedule's sync runs (handout.go). When that sync fails, the poll hands
+// out nothing. The lease stays in the store, so after a restart the
+// activity is delivered again once the lease has run out.
+func TestATaskTakenBesideAFailedSyncIsNotHandedOut(t *testing.T) {
+	t.Parallel()
+	h, s := setupHeld(t, engine.Options{})
+	h.start("wf", "Flaky")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	polled := make(chan []*durablev1.ActivityTask, 1)
+	go func() {
+		r, _ := h.e.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "parked"})
+		polled <- r.GetTasks()
+	}()
+	waitFor(t, "the poll to park", func() bool { return h.e.ParkedPolls("q") == 1 })
+	s.held.Store(true)
+	done := scheduleOne(h, &durablev1.ActivityOptions{StartToCloseTimeout: dur(10 * time.Second), RetryPolicy: &durablev1.RetryPolicy{InitialMs: 1000}})
+	s.awaitSync(t, "CompleteWorkflowTask")
+	waitFor(t, "the lease beside the sync", func() bool {
+		a := h.describe("wf").GetPendingActivities()
+		return len(a) == 1 && a[0].GetState() == durablev1.ActivityState_ACTIVITY_STATE_STARTED
+	})
+	s.verdict <- errors.New("input/output error")
+	if err := answer(t, done, "CompleteWorkflowTask"); !errors.Is(err, engine.ErrWritesRefused) {
+		t.Fatalf("CompleteWorkflowTask after a failed sync: %v, want writes refused", err)
+	}
+	// The poll goes on waiting, as polls do while writes are refused; it
+	// answers when its caller gives up, with nothing.
+	stop()
+	select {
+	case tasks := <-polled:
+		if len(tasks) > 0 {
+			t.Fatalf("the poll handed out attempt %d after its sync failed", tasks[0].GetAttempt())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the poll never answered")
+	}
+
+	s.held.Store(false)
+	h.e.Close()
+	e, err := engine.New(s, engine.Options{Clock: h.clock, Jitter: func(d time.Duration) time.Duration { return d }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	poll := func() []*durablev1.ActivityTask {
+		r, err := e.PollActivityTask(now(), &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "after"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetTasks()
+	}
+	if tasks := poll(); len(tasks) > 0 {
+		t.Fatalf("after a restart, before the lease ran out: attempt %d handed out, want nothing", tasks[0].GetAttempt())
+	}
+	// The lease runs out at +10 s, the retry is due 1 s later.
+	h.clock.Advance(11 * time.Second)
+	var tasks []*durablev1.ActivityTask
+	waitFor(t, "the retry after the lease ran out", func() bool { tasks = poll(); return len(tasks) > 0 })
+	if tasks[0].GetWorkflowId() != "wf" || tasks[0].GetAttempt() != 2 {
+		t.Fatalf("after the lease ran out: %s attempt %d, want wf attempt 2", tasks[0].GetWorkflowId(), tasks[0].GetAttempt())
+	}
+}
+
+// TestATaskDueAtOnceIsLeasedBesideItsSync: a task that a batch makes due at
+// once is queued at the batch's commit. A parked poll takes it and commits
+// its lease while the batch's sync runs (handout.go), so neither the poll's
+// wake-up nor the lease's commit waits for the disk. The poll answers only
+// once the sync has returned.
+func TestATaskDueAtOnceIsLeasedBesideItsSync(t *testing.T) {
+	t.Parallel()
+	t.Run("Activity", func(t *testing.T) {
+		t.Parallel()
+		h, s := setupHeld(t, engine.Options{})
+		h.start("wf", "Flaky")
+		parked := h.park()
+		waitFor(t, "the poll to park", func() bool { return h.e.ParkedPolls("q") == 1 })
+		s.held.Store(true)
+		done := scheduleOne(h, nil)
+		s.awaitSync(t, "CompleteWorkflowTask")
+		waitFor(t, "the lease beside the sync", func() bool {
+			a := h.describe("wf").GetPendingActivities()
+			return len(a) == 1 && a[0].GetState() == durablev1.ActivityState_ACTIVITY_STATE_STARTED
+		})
+		select {
+		case task := <-parked:
+			t.Fatalf("the poll handed out attempt %d before the sync", task.GetAttempt())
+		default:
+		}
+		notYet(t, done, "CompleteWorkflowTask")
+		s.verdict <- nil
+		if err := answer(t, done, "CompleteWorkflowTask"); err != nil {
+			t.Fatal(err)
+		}
+		handedOut(t, parked, "wf", 1)
+	})
+	t.Run("WorkflowTask", func(t *testing.T) {
+		t.Parallel()
+		h, s := setupHeld(t, engine.Options{})
+		h.startWithActivity("wf", nil)
+		task := h.pollActivity()
+		if task == nil {
+			t.Fatal("no attempt")
+		}
+		parked := h.parkWorkflow()
+		s.held.Store(true)
+		done := make(chan error, 1)
+		go func() {
+			_, err := h.e.CompleteActivityTask(context.Background(), &durablev1.CompleteActivityTaskRequest{TaskToken: task.GetTaskToken(), Result: []byte("ok")})
+			done <- err
+		}()
+		s.awaitSync(t, "CompleteActivityTask")
+		started := func() int {
+			n := 0
+			for _, ev := range h.history("wf") {
+				if ev.GetType() == durablev1.EventType_EVENT_TYPE_WORKFLOW_TASK_STARTED {
+					n++
+				}
+			}
+			return n
+		}
+		waitFor(t, "the lease beside the sync", func() bool { return started() == 2 })
+		select {
+		case wt := <-parked:
+			t.Fatalf("the poll handed out the workflow task of %s before the sync", wt.GetWorkflowId())
+		default:
+		}
+		notYet(t, done, "CompleteActivityTask")
+		s.verdict <- nil
+		if err := answer(t, done, "CompleteActivityTask"); err != nil {
+			t.Fatal(err)
+		}
+		wt := answerOf(t, parked, "the parked poll")
+		if !slices.ContainsFunc(wt.GetHistory(), func(ev *durablev1.HistoryEvent) bool {
+			return ev.GetType() == durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+		}) {
+			t.Fatalf("the workflow task handed out after the sync lacks the activity's completion: %v", wt.GetHistory())
 		}
 	})
 }

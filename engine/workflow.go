@@ -74,8 +74,9 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 		// earlier run's lease, rolled back, must not reach the answer.
 		var startedID int64
 		var leased *durablev1.PollWorkflowTaskResponse
+		var taken []QueueEntry
 		ok, next, err := e.rt.take(k, now, 1, func(tx Tx, c *change, entries []QueueEntry) (int, error) {
-			leased = nil
+			leased, taken = nil, entries
 			// The lease counts from this run of its transaction, which may
 			// come seconds after the poll looked (batches ahead of it,
 			// conflicts run again), not from then.
@@ -119,13 +120,21 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *durablev1.PollWorkfl
 		if !ok {
 			return false, next, nil
 		}
-		resp.TaskToken, resp.WorkflowId, resp.WorkflowType, resp.Attempt = leased.TaskToken, leased.WorkflowId, leased.WorkflowType, leased.Attempt
 		// The history is read outside the batcher, where reads run in
 		// parallel, and cut at this task's Started: events that land
-		// meanwhile belong to the next task.
-		return true, time.Time{}, e.store.View(func(tx Tx) error {
-			return e.taskHistory(tx, resp, req.GetStickySession(), startedID)
-		})
+		// meanwhile belong to the next task. It is read before the wait
+		// for the sync that made the task durable, if one runs (handout.go).
+		if err := e.store.View(func(tx Tx) error {
+			return e.taskHistory(tx, leased, req.GetStickySession(), startedID)
+		}); err != nil {
+			return true, time.Time{}, err
+		}
+		if e.awaitDurable(taken) != nil {
+			return false, time.Time{}, nil // its sync failed: see handout.go
+		}
+		resp.TaskToken, resp.WorkflowId, resp.WorkflowType, resp.Attempt = leased.TaskToken, leased.WorkflowId, leased.WorkflowType, leased.Attempt
+		resp.History, resp.HistoryStartEventId = leased.History, leased.HistoryStartEventId
+		return true, time.Time{}, nil
 	})
 	return resp, err
 }

@@ -59,6 +59,15 @@ func (c *FakeClock) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
+// Waiters reports how many channels of After have not fired. A goroutine
+// that reads the clock and then waits on After (two steps) must be seen
+// waiting before a test moves the clock, or it waits from the new time.
+func (c *FakeClock) Waiters() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}
+
 // Advance moves the clock forward by d and fires the waiters that came due.
 func (c *FakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
 

@@ -71,8 +71,13 @@ func TestQueueAlarm_WakesAPollPerEntryDueAndSetsItselfForTheNext(t *testing.T) {
 	if n := woken(); n != 0 {
 		t.Fatalf("%d polls woken before anything fell due", n)
 	}
-	clock.Set(first)
+	// The alarm's goroutine reads the clock, then waits: moved between the
+	// two, the clock would leave it waiting a second past the new time.
 	deadline := time.Now().Add(10 * time.Second)
+	for clock.Waiters() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	clock.Set(first)
 	for woken() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}

@@ -180,12 +180,7 @@ func TestWatchChangesRacingTheSnapshotConverge(t *testing.T) {
 // last change, failed now and then.)
 func TestWatchCatchUpFollowsTheOrderOfChanges(t *testing.T) {
 	t.Parallel()
-	var st *pausingStore
-	h := setupOn(t, engine.Options{}, func(s engine.Store) engine.Store {
-		st = &pausingStore{Store: s, paused: make(chan struct{}), resume: make(chan struct{})}
-		return st
-	})
-	t.Cleanup(func() { close(st.resume) })
+	h, st := setupPausing(t)
 	h.startWithActivity("done-early", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -337,6 +332,19 @@ func (s *pausingStore) pause(scan string) {
 	}
 }
 
+// setupPausing is setup on a pausingStore. Should the test fail with a
+// reader stopped, the reader goes on at the end, so that the engine can
+// close.
+func setupPausing(t *testing.T) (*harness, *pausingStore) {
+	var st *pausingStore
+	h := setupOn(t, engine.Options{}, func(s engine.Store) engine.Store {
+		st = &pausingStore{Store: s, paused: make(chan struct{}), resume: make(chan struct{})}
+		return st
+	})
+	t.Cleanup(func() { close(st.resume) })
+	return h, st
+}
+
 func (s *pausingStore) View(fn func(engine.Tx) error) error {
 	return s.Store.View(func(tx engine.Tx) error { return fn(pausingTx{Tx: tx, s: s}) })
 }
@@ -426,14 +434,7 @@ func probeCommits(ctx context.Context, e *engine.Engine, wf string) error {
 // commit-p99-ms.)
 func TestWatchSnapshotDoesNotBlockCommits(t *testing.T) {
 	t.Parallel()
-	var st *pausingStore
-	h := setupOn(t, engine.Options{}, func(s engine.Store) engine.Store {
-		st = &pausingStore{Store: s, paused: make(chan struct{}), resume: make(chan struct{})}
-		return st
-	})
-	// Should the test fail with a reader stopped, let it go on, so that
-	// the engine can close.
-	t.Cleanup(func() { close(st.resume) })
+	h, st := setupPausing(t)
 	h.scheduleMany(2000, 1000)
 	if err := probeCommits(context.Background(), h.e, "before"); err != nil {
 		t.Fatal(err)

@@ -27,9 +27,9 @@ package engine
 // restart its attempt is delivered again once its lease runs out, as for a
 // poll whose caller went away after its lease.
 //
-// Only the embedded runtime does this: its queues are this engine's heaps.
-// The shared runtime hands out what other nodes committed, and its store
-// is durable at commit anyway.
+// Only the embedded runtime does this (queuedAheadLocked): its queues are
+// this engine's heaps. The shared runtime hands out what other nodes
+// committed, and its store is durable at commit anyway.
 
 // syncWait is a sync under way whose batch queued tasks ahead of it.
 type syncWait struct {
@@ -43,16 +43,13 @@ type syncWait struct {
 // that take them wait for; nil when it queued none. Called by the batcher
 // between a batch's commit and its sync; settle and forgetEarly end it.
 func (e *Engine) queueEarly(pending []*change) *syncWait {
-	if _, ok := e.rt.(*embedded); !ok {
-		return nil
-	}
 	var w *syncWait
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
 	for _, c := range pending {
 		for _, q := range c.entries {
-			if q.Due.After(now) || !e.pushEntryLocked(q) {
+			if q.Due.After(now) || !e.rt.queuedAheadLocked(q) {
 				continue // published after the sync, like the rest
 			}
 			if w == nil {

@@ -43,6 +43,10 @@ type engineRuntime interface {
 	// queuedLocked makes a committed queue entry pollable and reports
 	// whether parked polls should hear of it.
 	queuedLocked(q QueueEntry) bool
+	// queuedAheadLocked makes an entry due now pollable before the sync of
+	// the transition that committed it (handout.go) and reports whether it
+	// did; a runtime that does not queue ahead declines.
+	queuedAheadLocked(q QueueEntry) bool
 	// ringLocked wakes the polls parked on a queue whose alarm rang.
 	ringLocked(k queueKey, now time.Time)
 
@@ -110,6 +114,8 @@ func (r *embedded) take(k queueKey, now time.Time, max int, lease func(tx Tx, c 
 }
 
 func (r *embedded) queuedLocked(q QueueEntry) bool { return r.e.pushEntryLocked(q) }
+
+func (r *embedded) queuedAheadLocked(q QueueEntry) bool { return r.e.pushEntryLocked(q) }
 
 func (r *embedded) ringLocked(k queueKey, now time.Time) { r.e.ringHeapLocked(k, now) }
 

@@ -174,6 +174,10 @@ func (r *sharedRuntime) take(k queueKey, now time.Time, max int, lease func(tx T
 
 func (r *sharedRuntime) queuedLocked(QueueEntry) bool { return true }
 
+// queuedAheadLocked declines: the polls take from the store, which is
+// durable at commit (handout.go).
+func (r *sharedRuntime) queuedAheadLocked(QueueEntry) bool { return false }
+
 // ringLocked wakes one parked poll: what is due is in the store, and a poll
 // that takes all it asked for wakes the next.
 func (r *sharedRuntime) ringLocked(k queueKey, now time.Time) { r.e.wakeLocked(k, 1) }

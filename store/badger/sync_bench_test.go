@@ -43,7 +43,7 @@ func BenchmarkSyncAlternatives(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s := &Store{db: db, dir: dir, maxRecord: maxRecordSizeOnDisk}
+			s := &Store{db: db, dir: dir, maxRecord: maxRecordSizeOnDisk, recent: newRecentRecords()}
 			b.Cleanup(func() { db.Close() })
 			return s
 		}},

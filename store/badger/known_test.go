@@ -261,3 +261,37 @@ func TestTx_RecordsReadKeepTheirBytesAfterTheBufferMovesOn(t *testing.T) {
 		t.Errorf("activity holds %q / %q after its transaction ended", one.GetInput(), one.GetInfo().GetIdempotencyKey())
 	}
 }
+
+// An activity record exists only under an activity id that was used, so an
+// id UseActivityID finds unused tells the transaction the record is missing:
+// the schedule that follows neither looks it up nor reads it to replace its
+// index entries. The record put here behind UseActivityID's back (no
+// engine path writes one) would be found by a lookup; it is not.
+func TestTx_AnActivityUnderAnUnusedIDIsNotLookedUp(t *testing.T) {
+	t.Parallel()
+	s := openDir(t, t.TempDir())
+	mustUpdate(t, s, func(tx engine.Tx) error {
+		return tx.PutActivity(newActivity("w", "hidden", scheduled, time.Second, 1))
+	})
+	mustUpdate(t, s, func(tx engine.Tx) error {
+		used, err := tx.UseActivityID("w", "hidden")
+		if err != nil || used {
+			t.Fatalf("UseActivityID = %v, %v; want unused", used, err)
+		}
+		_, err = tx.GetActivity("w", "hidden")
+		wantNotFound(t, "activity under an id just found unused", err)
+		used, err = tx.UseActivityID("w", "hidden")
+		if err != nil || !used {
+			t.Fatalf("UseActivityID a second time = %v, %v; want used", used, err)
+		}
+		return nil
+	})
+	// A read-only view knows nothing and reads the store.
+	err := s.View(func(tx engine.Tx) error {
+		_, err := tx.GetActivity("w", "hidden")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("a view reads the record the store holds: %v", err)
+	}
+}

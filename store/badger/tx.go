@@ -284,6 +284,9 @@ func (t *tx) GetActivity(workflowID, activityID string) (*durablev1.ActivityReco
 		return nil, err
 	}
 	key := activityKey(workflowID, activityID)
+	if k, ok := t.known(key); ok && !k.exists {
+		return nil, fmt.Errorf("activity %s/%s: %w", workflowID, activityID, engine.ErrNotFound)
+	}
 	a := new(durablev1.ActivityRecord)
 	if err := t.get(key, a); err != nil {
 		if errors.Is(err, engine.ErrNotFound) {
@@ -506,6 +509,11 @@ func (t *tx) UseActivityID(workflowID, activityID string) (bool, error) {
 	if err := t.txn.Set(key, nil); err != nil {
 		return false, fmt.Errorf("record activity id %s/%s: %w", workflowID, activityID, err)
 	}
+	// An activity record exists only under an id that was used, so this
+	// one has none: the schedule that follows writes it without reading it
+	// first (a workflow task scheduling 50 activities looked up 50 keys
+	// that could not exist, each through every level of Badger's tree).
+	t.remember(activityKey(workflowID, activityID), knownRecord{})
 	return false, nil
 }
 

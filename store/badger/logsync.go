@@ -63,8 +63,10 @@ type logSync struct {
 	wals []*seqFile // ascending; the last is the active log
 	vlog *seqFile   // the newest value-log file
 
-	// datasyncs counts the fdatasyncs run, by file name, for tests.
+	// datasyncs counts the fdatasyncs run, by file name, and looks the
+	// opens of files that may not exist yet, for tests.
 	datasyncs map[string]int
+	looks     int
 }
 
 // seqFile is one log file, open for fdatasync.
@@ -142,6 +144,7 @@ func logName(seq int, ext string) string {
 
 // open opens one log; nil when it does not exist.
 func (l *logSync) open(seq int, ext string) (*seqFile, error) {
+	l.looks++
 	name := logName(seq, ext)
 	f, err := os.OpenFile(filepath.Join(l.dir, name), os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -175,9 +178,15 @@ func (l *logSync) sync() error {
 		}
 		l.wals = append(l.wals, next)
 	}
-	for {
+	// A value-log file is created by a write to the value log, which marks
+	// it dirty, so while it is clean there is no new file to look for (a
+	// look is a failed open, as costly as the rest of a barrier's work
+	// outside the fdatasync). A later dirty barrier finds every file created
+	// since.
+	for vlog {
 		next, err := l.open(l.vlog.seq+1, vlogExt)
 		if err != nil {
+			l.vlogDirty.Store(true)
 			return err
 		}
 		if next == nil {
@@ -186,7 +195,7 @@ func (l *logSync) sync() error {
 		// The replaced file was synced by Badger when it was closed for
 		// writing; the new one may hold values.
 		l.vlog.f.Close()
-		l.vlog, vlog = next, true
+		l.vlog = next
 	}
 	for _, w := range l.wals {
 		if err := l.datasync(w); err != nil {
@@ -217,6 +226,14 @@ func (l *logSync) datasync(s *seqFile) error {
 		return fmt.Errorf("sync %s: %w", s.name, err)
 	}
 	return nil
+}
+
+// looked returns how many log files the barriers and the open looked for,
+// for tests.
+func (l *logSync) looked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.looks
 }
 
 // synced returns how many fdatasyncs each log has had, for tests.

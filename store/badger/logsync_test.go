@@ -74,6 +74,44 @@ func TestLogSync_ValueLogIsSyncedOnlyAfterAValueWentThere(t *testing.T) {
 	})
 }
 
+func TestLogSync_NewValueLogFileIsFoundBySyncOnlyOnceAValueWentThere(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	first := newest(t, dir, vlogExt)
+	big := bytes.Repeat([]byte("v"), 4<<20)
+	// Values until Badger starts a new value-log file.
+	for i := 0; newest(t, dir, vlogExt) == first; i++ {
+		if i > 2*valueLogFileSize/len(big) {
+			t.Fatalf("no new value-log file after %d values of %d bytes", i, len(big))
+		}
+		putAndSync(t, s, fmt.Sprint("big-", i), big)
+	}
+	second := newest(t, dir, vlogExt)
+	// Small records do not touch the value log: their barriers neither sync
+	// its files nor look for a new one (only for a new write-ahead log).
+	before, looks := syncsOf(t, s), s.logs.looked()
+	putAndSync(t, s, "small", []byte("small"))
+	if got := syncsOf(t, s); got[first] != before[first] || got[second] != before[second] {
+		t.Errorf("after a small record: %v, want neither %s nor %s synced (before: %v)", got, first, second, before)
+	}
+	if got := s.logs.looked() - looks; got != 1 {
+		t.Errorf("a barrier after a small record looked for %d new files, want 1 (the write-ahead log's)", got)
+	}
+	putAndSync(t, s, "last", big)
+	if got := syncsOf(t, s); got[second] != before[second]+1 || got[first] != before[first] {
+		t.Errorf("after a value in the new file: %v, want %s synced once more and %s left (before: %v)", got, second, first, before)
+	}
+	s = reopenDisk(t, s).(*Store)
+	mustView(t, s, func(tx engine.Tx) error {
+		a, err := tx.GetActivity("w", "last")
+		if err == nil && !bytes.Equal(a.GetInput(), big) {
+			t.Errorf("input of %d bytes after reopen, want %d", len(a.GetInput()), len(big))
+		}
+		return err
+	})
+}
+
 func TestLogSync_FullMemtableLogIsSyncedOnceMoreThenLeft(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

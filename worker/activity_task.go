@@ -105,7 +105,7 @@ func (w *Worker) startAttempt(t *durablev1.ActivityTask, release func()) {
 	w.running[a] = struct{}{}
 	w.runningMu.Unlock()
 	w.attemptsWG.Add(1)
-	go func() {
+	w.runners.run(func() {
 		defer w.attemptsWG.Done()
 		defer release()
 		defer func() {
@@ -119,7 +119,7 @@ func (w *Worker) startAttempt(t *durablev1.ActivityTask, release func()) {
 			cancel(context.Canceled)
 		}()
 		a.run()
-	}()
+	})
 }
 
 func (a *attempt) run() {

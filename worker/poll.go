@@ -58,7 +58,7 @@ func (w *Worker) pollActivities(slots chan struct{}) {
 			// This goroutine still counts as a poller: the Add cannot race
 			// Stop's Wait.
 			w.pollers.Add(1)
-			go w.pollActivities(slots)
+			w.runners.run(func() { w.pollActivities(slots) })
 			for _, t := range tasks {
 				w.startAttempt(t, release)
 			}
@@ -97,7 +97,7 @@ func (w *Worker) pollWorkflowTasks(slots chan struct{}) {
 			// so neither races Stop, which waits for the pollers first.
 			w.wfTasks.Add(1)
 			w.pollers.Add(1)
-			go w.pollWorkflowTasks(slots)
+			w.runners.run(func() { w.pollWorkflowTasks(slots) })
 			w.pollers.Done()
 			w.runWorkflowTask(resp)
 			<-slots

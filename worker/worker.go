@@ -93,6 +93,8 @@ type Worker struct {
 	running    map[*attempt]struct{}
 	runningMu  sync.Mutex
 	attemptsWG sync.WaitGroup
+	// runners hosts attempts and polls (runners.go).
+	runners *runners
 
 	// cache keeps running workflows between tasks (nil when
 	// MaxCachedWorkflows is negative); session tells the daemon which
@@ -113,6 +115,7 @@ func New(c *client.Client, taskQueue string, opts Options) *Worker {
 		workflows:  map[string]*workflow.Definition{},
 		activities: map[string]*activityDef{},
 		running:    map[*attempt]struct{}{},
+		runners:    newRunners(),
 	}
 	if opts.MaxCachedWorkflows > 0 {
 		w.cache = newWorkflowCache(opts.MaxCachedWorkflows)
@@ -237,6 +240,7 @@ func (w *Worker) Stop() {
 		w.abandonRunning()
 	}
 	w.wfTasks.Wait()
+	w.runners.close()
 	if w.cache != nil {
 		w.cache.clear()
 	}

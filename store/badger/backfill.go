@@ -24,8 +24,11 @@ const backfillBatch = 1000
 
 // indexVersion is the indexes a data directory holds whole once Open wrote
 // it: 1 is the state index, the running and closed workflow indexes and
-// the activity counts.
-const indexVersion = 1
+// the activity counts; 2 adds the activity-id markers of running workflows.
+const indexVersion = 2
+
+// countsVersion is the first indexVersion that holds the activity counts.
+const countsVersion = 1
 
 // backfillIndexes brings a data directory written by an older release up to
 // indexVersion.
@@ -39,7 +42,13 @@ func (s *Store) backfillIndexes() error {
 	if err != nil || v >= indexVersion {
 		return err
 	}
-	for _, backfill := range []func() error{s.backfillStateIndex, s.backfillWorkflowIndexes, s.backfillActivityCounts} {
+	var backfills []func() error
+	if v < 1 {
+		backfills = append(backfills, s.backfillStateIndex, s.backfillWorkflowIndexes, s.backfillActivityCounts)
+	}
+	// After the running index, which it reads.
+	backfills = append(backfills, s.backfillActivityIDs)
+	for _, backfill := range backfills {
 		if err := backfill(); err != nil {
 			return err
 		}
@@ -88,6 +97,71 @@ func (s *Store) backfillActivityCounts() error {
 	})
 	if err != nil {
 		return fmt.Errorf("backfill the activity counts: %w", err)
+	}
+	return nil
+}
+
+// backfillActivityIDs marks every activity id a running workflow's history
+// scheduled (0x05). Markers came after the first data directories, which
+// told a used id by reading the history instead: without them such a
+// directory would let a workflow schedule an id a second time. A closed
+// workflow schedules nothing, so only the running ones are read.
+func (s *Store) backfillActivityIDs() error {
+	var running []string
+	err := s.db.View(func(txn *badgerdb.Txn) error {
+		return (&tx{txn: txn}).eachKey([]byte{prefixWorkflowRunning}, nil, func(k []byte) (bool, error) {
+			id, err := decodeWorkflowRunningKey(k)
+			running = append(running, id)
+			return err == nil, err
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("backfill the activity-id markers: %w", err)
+	}
+	var missing [][]byte
+	write := func() error {
+		err := s.db.Update(func(txn *badgerdb.Txn) error {
+			for _, k := range missing {
+				if err := txn.Set(k, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		missing = missing[:0]
+		return err
+	}
+	for _, wf := range running {
+		err := s.db.View(func(txn *badgerdb.Txn) error {
+			return (&tx{txn: txn}).each(historyPrefix(wf), func(k, v []byte) (bool, error) {
+				ev := new(durablev1.HistoryEvent)
+				if err := unmarshal(k, v, ev); err != nil {
+					return false, err
+				}
+				if ev.GetType() != durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
+					return true, nil
+				}
+				key := activityIDKey(wf, ev.GetActivityId())
+				switch _, err := txn.Get(key); {
+				case errors.Is(err, badgerdb.ErrKeyNotFound):
+					missing = append(missing, key)
+				case err != nil:
+					return false, err
+				}
+				return true, nil
+			})
+		})
+		if err == nil && len(missing) >= backfillBatch {
+			err = write()
+		}
+		if err != nil {
+			return fmt.Errorf("backfill the activity-id markers of %s: %w", wf, err)
+		}
+	}
+	if len(missing) > 0 {
+		if err := write(); err != nil {
+			return fmt.Errorf("backfill the activity-id markers: %w", err)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package badger
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -166,4 +167,66 @@ func TestStore_OpenBackfillsTheWorkflowIndexes(t *testing.T) {
 	// The raw records have no workflow task, so every index entry they
 	// imply is a status entry: all of them must now be there.
 	checkIndexes(t, s)
+}
+
+// TestStore_OpenBackfillsTheActivityIDMarkers: a data directory written
+// before the activity-id markers (here: histories written without them, in
+// a directory that says it holds only the indexes of version 1) gets a
+// marker for every activity id its running workflows scheduled, more than
+// one batch of them, so that no id can be scheduled a second time; on a
+// directory that held everything, UseActivityID had called them unused.
+func TestStore_OpenBackfillsTheActivityIDMarkers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	const workflows, perWorkflow = 3, backfillBatch/2 + 10
+	mustUpdate(t, s, func(tx engine.Tx) error {
+		for w := range workflows {
+			id := fmt.Sprint("old-", w)
+			if err := tx.PutWorkflow(workflowWithStatus(id, durablev1.WorkflowStatus_WORKFLOW_STATUS_RUNNING, 0)); err != nil {
+				return err
+			}
+			var events []*durablev1.HistoryEvent
+			for i := range perWorkflow {
+				events = append(events,
+					&durablev1.HistoryEvent{EventId: int64(2*i + 1), Type: durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, ActivityId: fmt.Sprint(i)},
+					&durablev1.HistoryEvent{EventId: int64(2*i + 2), Type: durablev1.EventType_EVENT_TYPE_ACTIVITY_TASK_COMPLETED, ActivityId: fmt.Sprint(i)})
+			}
+			if err := tx.AppendEvents(id, events); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	err := s.db.Update(func(txn *badgerdb.Txn) error {
+		return txn.Set(indexVersionKey(), binary.BigEndian.AppendUint64(nil, 1))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openDir(t, dir)
+	mustUpdate(t, s, func(tx engine.Tx) error {
+		for w := range workflows {
+			id := fmt.Sprint("old-", w)
+			for _, a := range []string{"0", fmt.Sprint(perWorkflow - 1)} {
+				if used, err := tx.UseActivityID(id, a); err != nil || !used {
+					t.Errorf("activity id %s/%s after reopening: used %v, %v; want used", id, a, used, err)
+				}
+			}
+			if used, err := tx.UseActivityID(id, "new"); err != nil || used {
+				t.Errorf("activity id %s/new: used %v, %v; want unused", id, used, err)
+			}
+		}
+		return nil
+	})
+	mustView(t, s, func(view engine.Tx) error {
+		v, err := view.(*tx).indexVersion()
+		if err == nil && v != indexVersion {
+			t.Errorf("index version %d after reopening, want %d", v, indexVersion)
+		}
+		return err
+	})
 }

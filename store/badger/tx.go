@@ -429,7 +429,7 @@ func (t *tx) count(key []byte) (int64, error) {
 }
 
 func (t *tx) ActivityCounts(fn func(taskQueue string, state durablev1.ActivityState, n int64) bool) (bool, error) {
-	if v, err := t.indexVersion(); err != nil || v < indexVersion {
+	if v, err := t.indexVersion(); err != nil || v < countsVersion {
 		return false, err
 	}
 	if err := t.flushCounts(); err != nil {

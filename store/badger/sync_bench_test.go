@@ -34,7 +34,8 @@ import (
 //     commit, as the commits of a lone activity's round do (the worker's
 //     and the workflow's turns come between them). Its sync-p50-µs against
 //     LogSync/Writers1's is what the disk charges a barrier that follows a
-//     pause: on a virtual disk it can be twice that of back-to-back ones.
+//     pause: about 1.6 times a back-to-back one on the virtual disk it was
+//     measured on.
 //
 // sync-p50-µs and sync-p99-µs time Store.Sync alone.
 //

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
 
@@ -32,7 +34,7 @@ const countsVersion = 1
 
 // backfillIndexes brings a data directory written by an older release up to
 // indexVersion.
-func (s *Store) backfillIndexes() error {
+func (s *Store) backfillIndexes(log *slog.Logger) error {
 	var v uint64
 	err := s.db.View(func(txn *badgerdb.Txn) error {
 		var err error
@@ -47,7 +49,15 @@ func (s *Store) backfillIndexes() error {
 		backfills = append(backfills, s.backfillStateIndex, s.backfillWorkflowIndexes, s.backfillActivityCounts)
 	}
 	// After the running index, which it reads.
-	backfills = append(backfills, s.backfillActivityIDs)
+	backfills = append(backfills, func() error {
+		began := time.Now()
+		workflows, marked, err := s.backfillActivityIDs()
+		if err == nil && marked > 0 {
+			log.Info("marked the activity ids running workflows had scheduled, once (a data directory from before the markers)",
+				"workflows", workflows, "ids", marked, "took", time.Since(began).Round(time.Millisecond))
+		}
+		return err
+	})
 	for _, backfill := range backfills {
 		if err := backfill(); err != nil {
 			return err
@@ -106,9 +116,10 @@ func (s *Store) backfillActivityCounts() error {
 // told a used id by reading the history instead: without them such a
 // directory would let a workflow schedule an id a second time. A closed
 // workflow schedules nothing, so only the running ones are read.
-func (s *Store) backfillActivityIDs() error {
+// It returns how many running workflows it read and how many ids it marked.
+func (s *Store) backfillActivityIDs() (workflows, marked int, err error) {
 	var running []string
-	err := s.db.View(func(txn *badgerdb.Txn) error {
+	err = s.db.View(func(txn *badgerdb.Txn) error {
 		return (&tx{txn: txn}).eachKey([]byte{prefixWorkflowRunning}, nil, func(k []byte) (bool, error) {
 			id, err := decodeWorkflowRunningKey(k)
 			running = append(running, id)
@@ -116,10 +127,11 @@ func (s *Store) backfillActivityIDs() error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("backfill the activity-id markers: %w", err)
+		return 0, 0, fmt.Errorf("backfill the activity-id markers: %w", err)
 	}
 	var missing [][]byte
 	write := func() error {
+		marked += len(missing)
 		err := s.db.Update(func(txn *badgerdb.Txn) error {
 			for _, k := range missing {
 				if err := txn.Set(k, nil); err != nil {
@@ -155,15 +167,15 @@ func (s *Store) backfillActivityIDs() error {
 			err = write()
 		}
 		if err != nil {
-			return fmt.Errorf("backfill the activity-id markers of %s: %w", wf, err)
+			return 0, 0, fmt.Errorf("backfill the activity-id markers of %s: %w", wf, err)
 		}
 	}
 	if len(missing) > 0 {
 		if err := write(); err != nil {
-			return fmt.Errorf("backfill the activity-id markers: %w", err)
+			return 0, 0, fmt.Errorf("backfill the activity-id markers: %w", err)
 		}
 	}
-	return nil
+	return len(running), marked, nil
 }
 
 // backfillStateIndex gives every activity record its state index entry

@@ -1,8 +1,11 @@
 package badger
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,7 +210,15 @@ func TestStore_OpenBackfillsTheActivityIDMarkers(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openDir(t, dir)
+	var logged bytes.Buffer
+	s, err = Open(dir, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if want := fmt.Sprintf("workflows=%d ids=%d", workflows, workflows*perWorkflow); !strings.Contains(logged.String(), want) {
+		t.Errorf("the start logged %q, want a line with %q", logged.String(), want)
+	}
 	mustUpdate(t, s, func(tx engine.Tx) error {
 		for w := range workflows {
 			id := fmt.Sprint("old-", w)

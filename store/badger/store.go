@@ -21,7 +21,9 @@ type Options struct {
 	// survives a crash of the process (the operating system still holds it)
 	// but not a crash of the machine. Off by default.
 	NoSync bool
-	// Logger receives Badger's own warnings and errors; nil discards them.
+	// Logger receives Badger's own warnings and errors, and what a start
+	// did once to bring an older data directory up to date; nil discards
+	// them.
 	Logger *slog.Logger
 	// Memory is how the store spends memory (see MemoryFor); the zero
 	// value means MemoryFor(DefaultMemoryBudget). An in-memory store
@@ -119,7 +121,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	// ListActivities, and workflows without their running or closed index
 	// entry out of a Watch snapshot, until a read-write start adds them.
 	if !opts.ReadOnly {
-		if err := s.backfillIndexes(); err != nil {
+		if err := s.backfillIndexes(opts.logger()); err != nil {
 			db.Close()
 			return nil, err
 		}

@@ -132,14 +132,7 @@ func (s *Store) backfillActivityIDs() (workflows, marked int, err error) {
 	var missing [][]byte
 	write := func() error {
 		marked += len(missing)
-		err := s.db.Update(func(txn *badgerdb.Txn) error {
-			for _, k := range missing {
-				if err := txn.Set(k, nil); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		err := s.setEntries(missing)
 		missing = missing[:0]
 		return err
 	}
@@ -261,15 +254,7 @@ func (s *Store) backfill(what string, prefix byte, keysOf func(k, v []byte) ([][
 			return fmt.Errorf("backfill %s: %w", what, err)
 		}
 		if len(missing) > 0 {
-			err := s.db.Update(func(txn *badgerdb.Txn) error {
-				for _, k := range missing {
-					if err := txn.Set(k, nil); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			if err != nil {
+			if err := s.setEntries(missing); err != nil {
 				return fmt.Errorf("backfill %s: %w", what, err)
 			}
 		}
@@ -278,4 +263,17 @@ func (s *Store) backfill(what string, prefix byte, keysOf func(k, v []byte) ([][
 		}
 		after = next
 	}
+}
+
+// setEntries writes index entries (keys without a value) in one
+// transaction.
+func (s *Store) setEntries(keys [][]byte) error {
+	return s.db.Update(func(txn *badgerdb.Txn) error {
+		for _, k := range keys {
+			if err := txn.Set(k, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -41,7 +41,12 @@ type tx struct {
 var _ engine.Tx = (*tx)(nil)
 
 // get reads the record at key into m; a missing key is engine.ErrNotFound.
+// A record the transaction knows to be missing (read as missing, deleted,
+// or under an activity id just found unused) is not looked for.
 func (t *tx) get(key []byte, m proto.Message) error {
+	if k, ok := t.known(key); ok && !k.exists {
+		return engine.ErrNotFound
+	}
 	recent := t.recent != nil && recentKey(key)
 	if recent {
 		if v, ok := t.recent.lookup(key); ok {
@@ -284,9 +289,6 @@ func (t *tx) GetActivity(workflowID, activityID string) (*durablev1.ActivityReco
 		return nil, err
 	}
 	key := activityKey(workflowID, activityID)
-	if k, ok := t.known(key); ok && !k.exists {
-		return nil, fmt.Errorf("activity %s/%s: %w", workflowID, activityID, engine.ErrNotFound)
-	}
 	a := new(durablev1.ActivityRecord)
 	if err := t.get(key, a); err != nil {
 		if errors.Is(err, engine.ErrNotFound) {

@@ -34,11 +34,12 @@ var allowed = map[string][]string{
 	"internal/testcert":   {},
 	"internal/testpg":     {"internal/pgserver"},
 	"internal/pgserver":   {},
+	"internal/proccpu":    {},
 }
 
 // testOnly are helper packages for tests; no package's own code may import
 // them.
-var testOnly = []string{"internal/testdaemon", "internal/testcert", "internal/testpg", "store/storetest"}
+var testOnly = []string{"internal/testdaemon", "internal/testcert", "internal/testpg", "internal/proccpu", "store/storetest"}
 
 func TestImportsPointDown(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").Output()

@@ -5,12 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tinyllm/durable/internal/proccpu"
 	"github.com/tinyllm/durable/internal/testdaemon"
 	"github.com/tinyllm/durable/internal/testpg"
 )
@@ -207,39 +207,5 @@ func (p *pgDatabase) cpu() time.Duration {
 	if p == nil {
 		return 0
 	}
-	return treeCPU(p.server.Pid())
-}
-
-// treeCPU is the CPU time of process pid, of its children, and of the
-// children it has reaped. PostgreSQL's backends are all children of the
-// postmaster, each in a session of its own (they call setsid), so the
-// parent is what ties them together, not the process group.
-func treeCPU(pid int) time.Duration {
-	if pid == 0 {
-		return 0
-	}
-	leader, ok := readStat(pid)
-	if !ok {
-		return 0
-	}
-	total := leader.cpu + leader.children
-	for _, child := range childPids(pid) {
-		if st, ok := readStat(child); ok {
-			total += st.cpu + st.children
-		}
-	}
-	return total
-}
-
-// childPids lists the processes whose parent is pid.
-func childPids(pid int) []int {
-	ents, _ := procEntries()
-	var pids []int
-	for _, p := range ents {
-		if st, ok := readStat(p); ok && st.ppid == pid {
-			pids = append(pids, p)
-		}
-	}
-	slices.Sort(pids)
-	return pids
+	return proccpu.Tree(p.server.Pid())
 }

@@ -52,48 +52,102 @@ func (l *statementLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.Tra
 func (l *statementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // TestStatements_PlannedForAnyArgumentsUseIndexes runs the store's reads,
-// lists, writes and claims on tables of 20,000 rows, then reads the plan
-// PostgreSQL keeps for each statement the store ran (see planCacheMode: a
-// plan made once for any arguments): none may read one of those tables
-// whole.
+// lists, writes and claims, then reads the plan PostgreSQL keeps for each
+// statement the store ran (see planCacheMode: a plan made once for any
+// arguments): none may read one of the big tables whole.
+//
+// A connection keeps the plan it made at a statement's first run, so the
+// tables' size then decides it. OnFullTables plans on tables of 20,000
+// analyzed rows; OnEmptyTables plans on the empty tables of a new database,
+// fills them (no ANALYZE: autovacuum has not come by yet) and reads the
+// plans the connection kept, as a new deployment runs for its first minute.
 func TestStatements_PlannedForAnyArgumentsUseIndexes(t *testing.T) {
 	t.Parallel()
-	log := &statementLog{args: map[string][]any{}}
-	s, err := Open(testpg.Database(t), Options{MaxConns: 2, Node: "a", tracer: log})
+	t.Run("OnFullTables", func(t *testing.T) {
+		t.Parallel()
+		log := &statementLog{args: map[string][]any{}}
+		s := openPlanned(t, log)
+		fillPlanTables(t, s, true)
+		runEveryStatement(t, s)
+		checkPlans(t, log, func(sql string, args []any) string { return explain(t, s, sql, args...) })
+	})
+	// Three statements that run seldom keep a plan that reads their table
+	// whole when they first run on empty tables: the sweeps of old audit
+	// records and finished activities, and a page of dead letters by time.
+	// Their plans are made again when autovacuum next analyzes the table
+	// (a change to its statistics drops the plans that use it).
+	seldom := []string{"DELETE FROM audit WHERE ctid", "DELETE FROM finished_activities WHERE ctid",
+		"SELECT dead_lettered_at, workflow_id, activity_id, record FROM activities"}
+	t.Run("OnEmptyTables", func(t *testing.T) {
+		t.Parallel()
+		log := &statementLog{args: map[string][]any{}}
+		s := openPlanned(t, log)
+		runEveryStatement(t, s)
+		fillPlanTables(t, s, false)
+		runEveryStatement(t, s)
+		checkPlans(t, log, func(sql string, args []any) string {
+			for _, prefix := range seldom {
+				if strings.HasPrefix(sql, prefix) {
+					return ""
+				}
+			}
+			return explainKept(t, s, sql, args...)
+		})
+	})
+}
+
+// openPlanned opens a store on a new database with one connection, so
+// that every statement is planned, and its plan kept, on that one.
+func openPlanned(t *testing.T, log *statementLog) *Store {
+	t.Helper()
+	s, err := Open(testpg.Database(t), Options{MaxConns: 1, Node: "a", tracer: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	ctx := context.Background()
 	var mode string
-	if err := s.pool.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil || mode != planCacheMode {
+	if err := s.pool.QueryRow(context.Background(), "SHOW plan_cache_mode").Scan(&mode); err != nil || mode != planCacheMode {
 		t.Fatalf("plan_cache_mode = %q, %v; want %q", mode, err, planCacheMode)
 	}
-	t0 := storetest.T0.UnixNano()
-	_, err = s.pool.Exec(ctx, fmt.Sprintf(`
+	return s
+}
+
+// fillPlanTables puts 20,000 rows in each big table, beside any the
+// statements wrote, and analyzes them if asked.
+func fillPlanTables(t *testing.T, s *Store, analyze bool) {
+	t.Helper()
+	sql := fmt.Sprintf(`
 		INSERT INTO workflows (workflow_id, record, running, closed_at)
-			SELECT ('wf' || i)::bytea, '', i %% 2 = 0, CASE WHEN i %% 2 = 1 THEN %[1]d + i END FROM generate_series(1, 20000) i;
+			SELECT ('wf' || i)::bytea, '', i %% 2 = 0, CASE WHEN i %% 2 = 1 THEN %[1]d + i END FROM generate_series(1, 20000) i ON CONFLICT DO NOTHING;
 		INSERT INTO history (workflow_id, event_id, event)
-			SELECT ('wf' || (i / 10))::bytea, i %% 10 + 1, '' FROM generate_series(1, 20000) i;
+			SELECT ('wf' || (i / 10))::bytea, i %% 10 + 1, '' FROM generate_series(1, 20000) i ON CONFLICT DO NOTHING;
 		INSERT INTO activities (workflow_id, activity_id, record, state, activity_type, task_queue, dead_lettered_at)
 			SELECT ('wf' || (i / 10))::bytea, ('a' || i)::bytea, '', i %% 4 + 1, ('T' || (i %% 7))::bytea, ('q' || (i %% 20))::bytea,
-				CASE WHEN i %% 4 = 3 THEN %[1]d + i END FROM generate_series(1, 20000) i;
-		INSERT INTO activity_ids (workflow_id, activity_id) SELECT ('wf' || (i / 10))::bytea, ('a' || i)::bytea FROM generate_series(1, 20000) i;
+				CASE WHEN i %% 4 = 3 THEN %[1]d + i END FROM generate_series(1, 20000) i ON CONFLICT DO NOTHING;
+		INSERT INTO activity_ids (workflow_id, activity_id) SELECT ('wf' || (i / 10))::bytea, ('a' || i)::bytea FROM generate_series(1, 20000) i ON CONFLICT DO NOTHING;
 		INSERT INTO finished_activities (workflow_id, activity_id, finished_at, record)
-			SELECT ('wf' || (i / 10))::bytea, ('f' || i)::bytea, %[1]d + i, '' FROM generate_series(1, 20000) i;
+			SELECT ('wf' || (i / 10))::bytea, ('f' || i)::bytea, %[1]d + i, '' FROM generate_series(1, 20000) i ON CONFLICT DO NOTHING;
 		INSERT INTO queue (kind, task_queue, due, seq, workflow_id, activity_id)
-			SELECT 2, ('q' || (i %% 20))::bytea, %[1]d + i * 1000, i, ('wf' || (i / 10))::bytea, ('a' || i)::bytea FROM generate_series(1, 20000) i;
+			SELECT 2, ('q' || (i %% 20))::bytea, %[1]d + i * 1000, i, ('wf' || (i / 10))::bytea, ('a' || i)::bytea FROM generate_series(1, 20000) i ON CONFLICT DO NOTHING;
 		INSERT INTO timers (due, kind, workflow_id, id)
-			SELECT %[1]d + i * 1000, 1, ('wf' || (i / 10))::bytea, ('a' || i)::bytea FROM generate_series(1, 20000) i;
+			SELECT %[1]d + i * 1000, 1, ('wf' || (i / 10))::bytea, ('a' || i)::bytea FROM generate_series(1, 20000) i ON CONFLICT DO NOTHING;
 		INSERT INTO latency_hours (activity_type, hour, node, record)
-			SELECT ('T' || (i %% 7))::bytea, %[1]d + (i / 7) * 3600000000000, 'a', '' FROM generate_series(1, 20000) i;
-		INSERT INTO audit (at, id, record) SELECT %[1]d + i, i, '' FROM generate_series(1, 20000) i;
-		INSERT INTO operations (seq, record) SELECT i, '' FROM generate_series(1, 20000) i;
-		INSERT INTO operation_items (seq, idx, ref) SELECT i / 100, i %% 100, '' FROM generate_series(1, 20000) i;
-		ANALYZE`, t0))
-	if err != nil {
+			SELECT ('T' || (i %% 7))::bytea, %[1]d + (i / 7) * 3600000000000, 'a', '' FROM generate_series(1, 20000) i ON CONFLICT DO NOTHING;
+		INSERT INTO audit (at, id, record) SELECT %[1]d + i, i, '' FROM generate_series(1, 20000) i ON CONFLICT DO NOTHING;
+		INSERT INTO operations (seq, record) SELECT i, '' FROM generate_series(1, 20000) i ON CONFLICT DO NOTHING;
+		INSERT INTO operation_items (seq, idx, ref) SELECT i / 100, i %% 100, '' FROM generate_series(1, 20000) i ON CONFLICT DO NOTHING;
+`, storetest.T0.UnixNano())
+	if analyze {
+		sql += "; ANALYZE"
+	}
+	if _, err := s.pool.Exec(context.Background(), sql); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runEveryStatement runs each kind of statement the store has.
+func runEveryStatement(t *testing.T, s *Store) {
+	t.Helper()
 	at := func(d time.Duration) time.Time { return storetest.T0.Add(d) }
 	some := func(n *int) bool { *n++; return *n < 300 }
 	errs := func(es ...error) error {
@@ -104,7 +158,7 @@ func TestStatements_PlannedForAnyArgumentsUseIndexes(t *testing.T) {
 		}
 		return nil
 	}
-	err = s.View(func(tx engine.Tx) error {
+	err := s.View(func(tx engine.Tx) error {
 		var n [20]int
 		_, e1 := tx.GetWorkflow("wf5")
 		_, e2 := tx.ListWorkflows("wf1", 10)
@@ -153,7 +207,7 @@ func TestStatements_PlannedForAnyArgumentsUseIndexes(t *testing.T) {
 		for i, wf := range []string{"wf7", "wf8", "wf9"} {
 			for j := range i + 1 {
 				for _, id := range []string{fmt.Sprintf("a%d", 70+10*i+j), fmt.Sprintf("a%d", 75+10*i+j)} {
-					if _, err := tx.GetActivity(wf, id); err != nil {
+					if _, err := tx.GetActivity(wf, id); errs(err) != nil {
 						return err
 					}
 				}
@@ -200,6 +254,12 @@ func TestStatements_PlannedForAnyArgumentsUseIndexes(t *testing.T) {
 		return errs(es...)
 	})
 
+}
+
+// checkPlans fails t for each statement in log whose plan, as plan gives
+// it, reads one of the big tables whole.
+func checkPlans(t *testing.T, log *statementLog, plan func(sql string, args []any) string) {
+	t.Helper()
 	// Not latency_hours: a row per activity type, hour and node, it stays
 	// small, and a sweep of old hours reads it whole whatever the plan.
 	big := []string{"workflows", "history", "activities", "activity_ids", "finished_activities", "queue", "timers",
@@ -221,10 +281,10 @@ func TestStatements_PlannedForAnyArgumentsUseIndexes(t *testing.T) {
 			continue
 		}
 		explained++
-		plan := explain(t, s, sql, log.args[sql]...)
-		for _, m := range seqScan.FindAllStringSubmatch(plan, -1) {
+		p := plan(sql, log.args[sql])
+		for _, m := range seqScan.FindAllStringSubmatch(p, -1) {
 			if slices.Contains(big, m[1]) {
-				t.Errorf("the plan reads %s whole:\n%s\n%s", m[1], sql, plan)
+				t.Errorf("the plan reads %s whole:\n%s\n%s", m[1], sql, p)
 			}
 		}
 	}

@@ -53,10 +53,15 @@ func (t *tx) Prefetch(keys []engine.RecordKey) error {
 		// The state and queue columns are the record's (PutActivity
 		// writes them from it): its count, known without decoding it.
 		// A lateral join: one probe of the primary key per key, whatever
-		// the planner guesses of the array's length.
+		// the planner guesses of the array's length. OFFSET 0 keeps the
+		// subquery apart, so that the planner cannot turn it into a join
+		// of the keys with the table: a connection keeps the plan it makes
+		// at its first run (planCacheMode), and on a new database, whose
+		// tables are empty then, the plan it made was a hash join that
+		// read every activity at every run after.
 		batch.Queue(`SELECT a.workflow_id, a.activity_id, a.record, a.state, a.task_queue
 			FROM unnest($1::bytea[], $2::bytea[]) AS k (workflow_id, activity_id),
-			LATERAL (SELECT * FROM activities WHERE workflow_id = k.workflow_id AND activity_id = k.activity_id) a`, actWfs, actIDs).
+			LATERAL (SELECT * FROM activities WHERE workflow_id = k.workflow_id AND activity_id = k.activity_id OFFSET 0) a`, actWfs, actIDs).
 			Query(func(rows pgx.Rows) error {
 				var wf, id, v, queue []byte
 				var state int16

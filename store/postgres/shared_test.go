@@ -961,6 +961,37 @@ func explain(t *testing.T, s *Store, sql string, args ...any) string {
 		t.Fatal(err)
 	}
 	defer conn.Conn().Deallocate(ctx, name)
+	return explainPrepared(t, conn.Conn(), name, args)
+}
+
+// explainKept returns the plan the store's connection keeps for sql, made
+// when the store first ran it there; the store must have one connection. A
+// statement the connection did not keep (pgx sends one without arguments
+// unprepared, planned at each run) is explained as explain does.
+func explainKept(t *testing.T, s *Store, sql string, args ...any) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	err = conn.QueryRow(ctx, "SELECT name FROM pg_prepared_statements WHERE statement = $1", sql).Scan(&name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		conn.Release()
+		return explain(t, s, sql, args...)
+	}
+	defer conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return explainPrepared(t, conn.Conn(), name, args)
+}
+
+// explainPrepared returns the plan of the statement prepared on conn as
+// name, run with args.
+func explainPrepared(t *testing.T, conn *pgx.Conn, name string, args []any) string {
+	t.Helper()
 	params := make([]string, len(args))
 	for i, a := range args {
 		params[i] = sqlLiteral(t, a)
@@ -972,7 +1003,7 @@ func explain(t *testing.T, s *Store, sql string, args ...any) string {
 	if len(params) > 0 {
 		explain += " (" + strings.Join(params, ", ") + ")"
 	}
-	rows, err := conn.Query(ctx, explain)
+	rows, err := conn.Query(context.Background(), explain)
 	if err != nil {
 		t.Fatalf("%s: %v", explain, err)
 	}

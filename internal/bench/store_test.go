@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tinyllm/durable/internal/proccpu"
 	"github.com/tinyllm/durable/internal/testdaemon"
@@ -25,6 +28,8 @@ var (
 		"0: the daemon runs inside the test binary; N ≥ 1: N durabled processes on the store (more than one needs postgres and a durabled with --node), the worker's pollers and the driver's workflows spread over them round robin")
 	benchPGProfile = flag.Bool("bench.pgprofile", false,
 		"with -bench.store=postgres: load pg_stat_statements, time WAL writes and syncs, sample the backends' wait events every 5ms, and log statements, waits and WAL per activity")
+	benchPGVacuum = flag.Bool("bench.pgvacuum", false,
+		"with -bench.store=postgres: VACUUM ANALYZE the database, its tables empty, just before the timed part, as autovacuum does on a quiet deployment; the plans made after see tables with no pages (a burst after a quiet spell)")
 )
 
 const (
@@ -43,6 +48,9 @@ func flagTarget(b *testing.B) target {
 	t := target{store: *benchStore, nodes: *benchNodes}
 	if err := t.check(*benchPGProfile, func() bool { return durabledHasNodeFlag(b) }); err != nil {
 		b.Fatal(err)
+	}
+	if *benchPGVacuum && t.store != storePostgres {
+		b.Fatal("-bench.pgvacuum needs -bench.store=postgres")
 	}
 	return t
 }
@@ -196,6 +204,21 @@ func (p *pgDatabase) dbName() string {
 		}
 	}
 	return ""
+}
+
+// vacuum runs VACUUM ANALYZE on the database: its tables' statistics then
+// say what they hold, which before the timed part is nothing, and the
+// plans that use them are made again at their next run.
+func (p *pgDatabase) vacuum(tb testing.TB) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, p.dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "VACUUM ANALYZE"); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // cpu is the CPU time the server's processes have used so far: the

@@ -183,6 +183,9 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 			profile = startPGProfile(b, d.pg)
 		}
 	}
+	if d.pg != nil && *benchPGVacuum {
+		d.pg.vacuum(b)
+	}
 	var tripsBefore int64
 	if d.trips != nil {
 		tripsBefore = d.trips()

@@ -290,3 +290,34 @@ func checkPlans(t *testing.T, log *statementLog, plan func(sql string, args []an
 		t.Errorf("%d statements explained; the store ran more than that", explained)
 	}
 }
+
+// TestOpen_SetsThePlannerSettingsUnlessTheDSNDoes: every connection of the
+// store runs with plannerSettings, and a setting the DSN names keeps the
+// DSN's value.
+func TestOpen_SetsThePlannerSettingsUnlessTheDSNDoes(t *testing.T) {
+	t.Parallel()
+	dsn := testpg.Database(t)
+	for _, c := range []struct {
+		name string
+		dsn  string
+		want map[string]string
+	}{
+		{"Default", dsn, plannerSettings},
+		{"SetInTheDSN", dsn + " enable_seqscan=on jit=on", map[string]string{
+			"plan_cache_mode": planCacheMode, "enable_seqscan": "on", "enable_hashjoin": "off", "enable_mergejoin": "off", "jit": "on"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Open(c.dsn, Options{MaxConns: 2, Node: "n-" + strings.ToLower(c.name)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for name, want := range c.want {
+				var got string
+				if err := s.pool.QueryRow(context.Background(), "SHOW "+name).Scan(&got); err != nil || got != want {
+					t.Errorf("%s = %q, %v; want %q", name, got, err, want)
+				}
+			}
+		})
+	}
+}

@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -215,6 +214,6 @@ func checkAttempts(b *testing.B, pool *pgxpool.Pool, failOnce bool) {
 		b.Fatal(err)
 	}
 	if total != b.N || right != b.N {
-		b.Fatal(fmt.Sprintf("%d jobs, %d of them completed after %d attempts; want %d", total, right, want, b.N))
+		b.Fatalf("%d jobs, %d of them completed after %d attempts; want %d", total, right, want, b.N)
 	}
 }

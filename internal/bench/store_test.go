@@ -107,31 +107,14 @@ func durabledHasNodeFlag(b *testing.B) bool {
 // stopped by TestMain. It is the benchmarks' own rather than testpg's
 // shared one so that -bench.pgprofile can start it with the statistics
 // it reads.
-var (
-	pgMu     sync.Mutex
-	pgServer *testpg.Server
-)
+var pgServer testpg.Lazy
 
 func benchPostgres(b *testing.B) *testpg.Server {
-	pgMu.Lock()
-	defer pgMu.Unlock()
-	if pgServer == nil {
-		var settings []string
-		if *benchPGProfile {
-			settings = []string{"shared_preload_libraries=pg_stat_statements", "track_wal_io_timing=on", "pg_stat_statements.track_utility=on"}
-		}
-		pgServer = testpg.Start(b, settings...)
+	var settings []string
+	if *benchPGProfile {
+		settings = []string{"shared_preload_libraries=pg_stat_statements", "track_wal_io_timing=on", "pg_stat_statements.track_utility=on"}
 	}
-	return pgServer
-}
-
-func stopBenchPostgres() {
-	pgMu.Lock()
-	defer pgMu.Unlock()
-	if pgServer != nil {
-		pgServer.Stop()
-		pgServer = nil
-	}
+	return pgServer.Get(b, settings...)
 }
 
 // startTarget starts the daemon (or the nodes) of a throughput benchmark,

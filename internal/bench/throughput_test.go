@@ -81,7 +81,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	closeSharedDaemons()
-	stopBenchPostgres()
+	pgServer.Stop()
 	testdaemon.Cleanup()
 	os.Exit(code)
 }

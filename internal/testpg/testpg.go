@@ -13,9 +13,10 @@
 //
 // Database gives a test a fresh database on one server shared by the test
 // binary (initdb costs about a second; a CREATE DATABASE much less); New
-// gives a test a server of its own, for tests that stop or kill it. Packages
-// that call Database call Cleanup from TestMain. Production code must not
-// import this package.
+// gives a test a server of its own, for tests that stop or kill it; a Lazy
+// is a shared server a test binary starts with settings of its own (the
+// benchmarks'). Packages that call Database call Cleanup from TestMain.
+// Production code must not import this package.
 package testpg
 
 import (
@@ -34,9 +35,7 @@ const RequireEnv = "DURABLE_TEST_POSTGRES"
 // The server Database shares within a test binary, started on first use and
 // stopped by Cleanup.
 var (
-	sharedMu  sync.Mutex
-	shared    *Server
-	sharedErr error
+	shared    Lazy
 	databases atomic.Int64
 )
 
@@ -46,28 +45,47 @@ var (
 // Cleanup.
 func Database(t testing.TB) (dsn string) {
 	t.Helper()
-	sharedMu.Lock()
-	if shared == nil && sharedErr == nil {
-		shared, sharedErr = start(binaries(t))
-	}
-	s, err := shared, sharedErr
-	sharedMu.Unlock()
-	if err != nil {
-		t.Fatalf("testpg: %v", err)
-	}
-	return s.CreateDatabase(t)
+	return shared.Get(t).CreateDatabase(t)
 }
 
 // Cleanup stops the shared server Database started, if any, and removes its
 // directory. Call it from TestMain after m.Run.
-func Cleanup() {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if shared != nil {
-		shared.Stop()
-		shared = nil
+func Cleanup() { shared.Stop() }
+
+// Lazy is a server a test binary shares among its tests: started at the
+// first Get, stopped by Stop (from TestMain). A server that failed to start
+// is not tried again until Stop. The zero Lazy is ready to use.
+type Lazy struct {
+	mu  sync.Mutex
+	s   *Server
+	err error
+}
+
+// Get returns the server, starting it with settings (as Start takes them)
+// if it is not running; settings are ignored once it runs. Missing
+// binaries skip tb; a server that does not start fails it.
+func (l *Lazy) Get(tb testing.TB, settings ...string) *Server {
+	tb.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.s == nil && l.err == nil {
+		l.s, l.err = start(binaries(tb), settings...)
 	}
-	sharedErr = nil
+	if l.err != nil {
+		tb.Fatalf("testpg: %v", l.err)
+	}
+	return l.s
+}
+
+// Stop stops the server, if it runs, and removes its directory.
+func (l *Lazy) Stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.s != nil {
+		l.s.Stop()
+		l.s = nil
+	}
+	l.err = nil
 }
 
 // New starts a server of the test's own, stopped and removed when t ends.

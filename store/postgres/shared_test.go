@@ -950,18 +950,7 @@ func diff(want, got any) string {
 // arguments alone.
 func explain(t *testing.T, s *Store, sql string, args ...any) string {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	const name = "explained"
-	if _, err := conn.Conn().Prepare(ctx, name, sql); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Conn().Deallocate(ctx, name)
-	return explainPrepared(t, conn.Conn(), name, args)
+	return explainOn(t, s, false, sql, args)
 }
 
 // explainKept returns the plan the store's connection keeps for sql, made
@@ -970,20 +959,30 @@ func explain(t *testing.T, s *Store, sql string, args ...any) string {
 // unprepared, planned at each run) is explained as explain does.
 func explainKept(t *testing.T, s *Store, sql string, args ...any) string {
 	t.Helper()
+	return explainOn(t, s, true, sql, args)
+}
+
+func explainOn(t *testing.T, s *Store, kept bool, sql string, args []any) string {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var name string
-	err = conn.QueryRow(ctx, "SELECT name FROM pg_prepared_statements WHERE statement = $1", sql).Scan(&name)
-	if errors.Is(err, pgx.ErrNoRows) {
-		conn.Release()
-		return explain(t, s, sql, args...)
-	}
 	defer conn.Release()
-	if err != nil {
-		t.Fatal(err)
+	var name string
+	if kept {
+		err := conn.QueryRow(ctx, "SELECT name FROM pg_prepared_statements WHERE statement = $1", sql).Scan(&name)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+	}
+	if name == "" {
+		name = "explained"
+		if _, err := conn.Conn().Prepare(ctx, name, sql); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Conn().Deallocate(ctx, name)
 	}
 	return explainPrepared(t, conn.Conn(), name, args)
 }

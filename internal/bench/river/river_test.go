@@ -26,7 +26,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,33 +52,12 @@ const perCall = 50
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	stopServer()
+	server.Stop()
 	os.Exit(code)
 }
 
 // The PostgreSQL server of the test binary, started on first use.
-var (
-	serverMu sync.Mutex
-	server   *testpg.Server
-)
-
-func pgServer(b *testing.B) *testpg.Server {
-	serverMu.Lock()
-	defer serverMu.Unlock()
-	if server == nil {
-		server = testpg.Start(b)
-	}
-	return server
-}
-
-func stopServer() {
-	serverMu.Lock()
-	defer serverMu.Unlock()
-	if server != nil {
-		server.Stop()
-		server = nil
-	}
-}
+var server testpg.Lazy
 
 // BenchmarkRiverThroughput runs b.N jobs through River and reports jobs per
 // second and the CPU time the benchmark's process (River's client, its
@@ -115,7 +93,7 @@ func (retrySoon) NextRetry(*rivertype.JobRow) time.Time {
 }
 
 func benchRiver(b *testing.B, failOnce bool) {
-	srv := pgServer(b)
+	srv := server.Get(b)
 	dsn := srv.CreateDatabase(b)
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(dsn)

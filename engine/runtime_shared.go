@@ -15,9 +15,9 @@ import (
 //
 //   - Polls claim due tasks from the store inside their lease transaction
 //     (ClaimQueued skips rows another node's transaction holds); a poll that
-//     finds none arms its queue's alarm for the store's next due time, and a
-//     poll that took as many as it asked for wakes one more, since the queue
-//     may hold more than one poll can take.
+//     finds none arms its queue's alarm for the store's next due time (the
+//     claim reads it), and a poll that took as many as it asked for wakes one
+//     more, since the queue may hold more than one poll can take.
 //   - The timer loop fires, in one transaction, the timers ClaimTimers
 //     returns, and of the node's own timers (the timer set holds those its
 //     changes set) only those an override moved earlier than the store has
@@ -126,19 +126,16 @@ func (r *sharedRuntime) take(k queueKey, now time.Time, max int, lease func(tx T
 		err := e.lease(func(tx Tx, c *change) error {
 			st := sharedTx(tx)
 			claimed, n, next = 0, 0, time.Time{}
-			entries, err := st.ClaimQueued(k.kind, k.queue, now, max)
+			got, err := st.ClaimQueued(k.kind, k.queue, now, max)
 			if err != nil {
 				return err
 			}
-			claimed = len(entries)
+			claimed = len(got.Entries)
 			if claimed == 0 {
-				due, ok, err := st.NextQueued(k.kind, k.queue, now)
-				if ok {
-					next = due
-				}
-				return err
+				next = got.Next
+				return nil
 			}
-			n, err = lease(tx, c, entries)
+			n, err = lease(tx, c, got.Entries)
 			return err
 		})
 		if err != nil {

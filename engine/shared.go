@@ -49,10 +49,9 @@ type SharedTx interface {
 	// ClaimQueued returns up to limit entries of one queue due at or before
 	// now, earliest due first (then lowest Seq), and holds their rows until
 	// the transaction ends; rows another transaction holds are skipped.
-	ClaimQueued(kind TaskKind, queue string, now time.Time, limit int) ([]QueueEntry, error)
-	// NextQueued returns the due time of the earliest entry of one queue due
-	// after now; ok is false when there is none.
-	NextQueued(kind TaskKind, queue string, now time.Time) (due time.Time, ok bool, err error)
+	// When it claims none, it also says when the earliest entry due after
+	// now is.
+	ClaimQueued(kind TaskKind, queue string, now time.Time, limit int) (Claimed, error)
 	// ClaimTimers returns up to limit timers due at or before now, earliest
 	// first, holding their rows until the transaction ends and skipping rows
 	// another transaction holds.
@@ -67,6 +66,15 @@ type SharedTx interface {
 	// Notify sends n to the other nodes when the transaction commits, and
 	// never if it does not. A transaction may notify several times.
 	Notify(n Notice) error
+}
+
+// Claimed is what one ClaimQueued found.
+type Claimed struct {
+	// Entries are the entries claimed, in the queue's order.
+	Entries []QueueEntry
+	// Next, when no entry was claimed, is the due time of the earliest
+	// entry due after now; zero when there is none.
+	Next time.Time
 }
 
 // Notice is what one committed transaction of a node tells the others.

@@ -96,15 +96,15 @@ type claimSpy struct {
 	claimed map[engine.TaskKind]bool
 }
 
-func (t *claimSpy) ClaimQueued(kind engine.TaskKind, queue string, now time.Time, limit int) ([]engine.QueueEntry, error) {
-	es, err := t.SharedTx.ClaimQueued(kind, queue, now, limit)
-	if len(es) > 0 {
+func (t *claimSpy) ClaimQueued(kind engine.TaskKind, queue string, now time.Time, limit int) (engine.Claimed, error) {
+	got, err := t.SharedTx.ClaimQueued(kind, queue, now, limit)
+	if len(got.Entries) > 0 {
 		if t.claimed == nil {
 			t.claimed = map[engine.TaskKind]bool{}
 		}
 		t.claimed[kind] = true
 	}
-	return es, err
+	return got, err
 }
 
 // TestSharedNodesHandOutNothingFromALeaseTransactionThatWasRunAgain: node

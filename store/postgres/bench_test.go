@@ -88,11 +88,11 @@ func benchLease(b *testing.B, mode string, workers int) {
 			stx := tx.(engine.SharedTx)
 			wf, id := "wf", fmt.Sprint(i)
 			if mode != "Lease" {
-				es, err := stx.ClaimQueued(engine.ActivityTask, "q", now, 1)
-				if err != nil || len(es) == 0 {
+				got, err := stx.ClaimQueued(engine.ActivityTask, "q", now, 1)
+				if err != nil || len(got.Entries) == 0 {
 					return err
 				}
-				wf, id = es[0].WorkflowID, es[0].ActivityID
+				wf, id = got.Entries[0].WorkflowID, got.Entries[0].ActivityID
 			}
 			a, err := tx.GetActivity(wf, id)
 			if err != nil {

@@ -243,8 +243,6 @@ func runEveryStatement(t *testing.T, s *Store) {
 		es = append(es, err, tx.DeleteTimer("wf7", "a70"), tx.DeleteLatencyHour("T4", at(0)), tx.DeleteOperation(9))
 		_, err = tx.ClaimQueued(engine.ActivityTask, "q3", at(time.Minute), 5)
 		es = append(es, err)
-		_, _, err = tx.NextQueued(engine.ActivityTask, "q3", at(time.Minute))
-		es = append(es, err)
 		_, err = tx.ClaimTimers(at(time.Minute), 5)
 		es = append(es, err)
 		_, _, err = tx.NextTimer(at(time.Minute))

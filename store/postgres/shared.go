@@ -27,31 +27,41 @@ import (
 // whole transaction reads; the rows are not locked (the transitions are
 // fenced by the records they write).
 
+// A claim that finds nothing also reads, in the same statement, when the
+// queue's earliest entry due later is: the poll sets its alarm for it
+// without another round trip.
+
 // The statements of the claims and of the next due times (the tests read
 // their plans).
 const (
 	claimQueuedSQL = `SELECT kind, task_queue, due, seq, workflow_id, activity_id FROM queue
 		WHERE kind = $1 AND length(task_queue) = length($2::bytea) AND task_queue = $2 AND due <= $3
 		ORDER BY ` + queueOrder + ` LIMIT $4 FOR UPDATE SKIP LOCKED`
+	// claimTailSQL adds a row when nothing was claimed: kind NULL, due
+	// the queue's next due time after now (NULL: none).
+	claimTailSQL = `
+		UNION ALL
+		SELECT NULL, NULL,
+			(SELECT due FROM queue WHERE kind = $1 AND length(task_queue) = length($2::bytea) AND task_queue = $2 AND due > $3
+				ORDER BY due LIMIT 1),
+			NULL, NULL, NULL, NULL
+		WHERE NOT EXISTS (SELECT FROM c)`
 	claimActivityTasksSQL = `WITH c AS (` + claimQueuedSQL + `)
 		SELECT c.kind, c.task_queue, c.due, c.seq, c.workflow_id, c.activity_id, a.record FROM c
-		LEFT JOIN activities a ON a.workflow_id = c.workflow_id AND a.activity_id = c.activity_id`
+		LEFT JOIN activities a ON a.workflow_id = c.workflow_id AND a.activity_id = c.activity_id` + claimTailSQL
 	claimWorkflowTasksSQL = `WITH c AS (` + claimQueuedSQL + `)
 		SELECT c.kind, c.task_queue, c.due, c.seq, c.workflow_id, c.activity_id, w.record FROM c
-		LEFT JOIN workflows w ON w.workflow_id = c.workflow_id`
-	nextQueuedSQL = `SELECT due FROM queue
-		WHERE kind = $1 AND length(task_queue) = length($2::bytea) AND task_queue = $2 AND due > $3
-		ORDER BY due LIMIT 1`
+		LEFT JOIN workflows w ON w.workflow_id = c.workflow_id` + claimTailSQL
 	claimTimersSQL = "SELECT due, kind, workflow_id, id FROM timers WHERE due <= $1 ORDER BY " + timerOrder + " LIMIT $2 FOR UPDATE SKIP LOCKED"
 	nextTimerSQL   = "SELECT due FROM timers WHERE due > $1 ORDER BY due LIMIT 1"
 )
 
-func (t *tx) ClaimQueued(kind engine.TaskKind, queue string, now time.Time, limit int) ([]engine.QueueEntry, error) {
+func (t *tx) ClaimQueued(kind engine.TaskKind, queue string, now time.Time, limit int) (engine.Claimed, error) {
 	if err := checkPart("task_queue", queue); err != nil {
-		return nil, err
+		return engine.Claimed{}, err
 	}
 	if limit <= 0 {
-		return nil, nil
+		return engine.Claimed{}, nil
 	}
 	sql, table := claimActivityTasksSQL, cacheActivity
 	if kind == engine.WorkflowTask {
@@ -60,24 +70,37 @@ func (t *tx) ClaimQueued(kind engine.TaskKind, queue string, now time.Time, limi
 	type claimed struct {
 		e      engine.QueueEntry
 		record []byte
+		tail   bool
+		next   *int64
 	}
 	rows, err := collect(t, func(row pgx.CollectableRow) (claimed, error) {
-		var kind int16
+		var kind *int16
+		var seq *int64
 		var queue, wf, act []byte
-		var due int64
+		var due *int64
 		var c claimed
-		if err := row.Scan(&kind, &queue, &due, &c.e.Seq, &wf, &act, &c.record); err != nil {
+		if err := row.Scan(&kind, &queue, &due, &seq, &wf, &act, &c.record); err != nil {
 			return c, err
 		}
-		c.e.Kind, c.e.Queue, c.e.Due, c.e.WorkflowID, c.e.ActivityID = engine.TaskKind(kind), string(queue), fromNanos(due), string(wf), string(act)
+		if kind == nil {
+			c.tail, c.next = true, due
+			return c, nil
+		}
+		c.e.Kind, c.e.Queue, c.e.Due, c.e.Seq, c.e.WorkflowID, c.e.ActivityID = engine.TaskKind(*kind), string(queue), fromNanos(*due), *seq, string(wf), string(act)
 		return c, nil
 	}, sql, int16(kind), b(queue), nanos(now), limit)
 	if err != nil {
-		return nil, fmt.Errorf("claim from queue %q: %w", queue, err)
+		return engine.Claimed{}, fmt.Errorf("claim from queue %q: %w", queue, err)
 	}
-	es := make([]engine.QueueEntry, len(rows))
-	for i, c := range rows {
-		es[i] = c.e
+	var out engine.Claimed
+	for _, c := range rows {
+		if c.tail {
+			if c.next != nil {
+				out.Next = fromNanos(*c.next)
+			}
+			continue
+		}
+		out.Entries = append(out.Entries, c.e)
 		k := recordKey{table: table, wf: c.e.WorkflowID}
 		if table == cacheActivity {
 			k.id = c.e.ActivityID
@@ -87,18 +110,11 @@ func (t *tx) ClaimQueued(kind engine.TaskKind, queue string, now time.Time, limi
 		}
 	}
 	// The join keeps no order: the entries go out in the queue's.
-	slices.SortFunc(es, func(x, y engine.QueueEntry) int {
+	slices.SortFunc(out.Entries, func(x, y engine.QueueEntry) int {
 		return cmp.Or(x.Due.Compare(y.Due), cmp.Compare(x.Seq, y.Seq), cmp.Compare(len(x.WorkflowID), len(y.WorkflowID)),
 			cmp.Compare(x.WorkflowID, y.WorkflowID), cmp.Compare(x.ActivityID, y.ActivityID))
 	})
-	return es, nil
-}
-
-func (t *tx) NextQueued(kind engine.TaskKind, queue string, now time.Time) (time.Time, bool, error) {
-	if err := checkPart("task_queue", queue); err != nil {
-		return time.Time{}, false, err
-	}
-	return t.next(fmt.Sprintf("next in queue %q", queue), nextQueuedSQL, int16(kind), b(queue), nanos(now))
+	return out, nil
 }
 
 func (t *tx) ClaimTimers(now time.Time, limit int) ([]engine.Timer, error) {

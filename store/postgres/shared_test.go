@@ -76,54 +76,76 @@ func ids(es []engine.QueueEntry) []string {
 // TestClaimQueued_SkipsTheEntriesAnotherTransactionHolds claims two
 // entries in one transaction and, while it is open, claims from the same
 // queue in another: the second gets the other entries, at once, in queue
-// order.
+// order. A claim that takes nothing says when the next entry is due.
 func TestClaimQueued_SkipsTheEntriesAnotherTransactionHolds(t *testing.T) {
 	t.Parallel()
 	dsn := testpg.Database(t)
 	a, b := openNode(t, dsn, "a"), openNode(t, dsn, "b")
-	putScheduled(t, a, "wf", 5)
+	putScheduled(t, a, "wf", 5) // due T0, T0+1s, … T0+4s
 	now := storetest.T0.Add(time.Hour)
 
-	held, release := make(chan []engine.QueueEntry, 1), make(chan struct{})
+	held, release := make(chan engine.Claimed, 1), make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
 		errc <- a.Update(func(tx engine.Tx) error {
-			es, err := tx.(engine.SharedTx).ClaimQueued(engine.ActivityTask, "q", now, 2)
+			got, err := tx.(engine.SharedTx).ClaimQueued(engine.ActivityTask, "q", now, 2)
 			if err != nil {
 				return err
 			}
-			held <- es
+			held <- got
 			<-release
 			return nil
 		})
 	}()
 	first := <-held
-	var second []engine.QueueEntry
+	var second, third engine.Claimed
 	update(t, b, func(tx engine.SharedTx) error {
 		var err error
-		second, err = tx.ClaimQueued(engine.ActivityTask, "q", now, 10)
+		if second, err = tx.ClaimQueued(engine.ActivityTask, "q", now, 10); err != nil {
+			return err
+		}
+		// A transaction's own locks do not hide entries from it.
+		third, err = tx.ClaimQueued(engine.ActivityTask, "q", now, 10)
 		return err
 	})
 	close(release)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	if diff := diff([]string{"wf/0", "wf/1"}, ids(first)); diff != "" {
-		t.Errorf("first claim (-want +got):\n%s", diff)
+	at := func(d time.Duration) time.Time { return storetest.T0.Add(d) }
+	check := func(name string, got engine.Claimed, want []string, next time.Time) {
+		t.Helper()
+		if diff := diff(want, ids(got.Entries)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+		if !got.Next.Equal(next) {
+			t.Errorf("%s: next %v; want %v", name, got.Next, next)
+		}
 	}
-	if diff := diff([]string{"wf/2", "wf/3", "wf/4"}, ids(second)); diff != "" {
-		t.Errorf("claim while the first is held (-want +got):\n%s", diff)
-	}
-	// Entries due later than now are not claimed.
+	check("first claim", first, []string{"wf/0", "wf/1"}, time.Time{})
+	check("claim while the first is held", second, []string{"wf/2", "wf/3", "wf/4"}, time.Time{})
+	check("claim of what this transaction holds", third, []string{"wf/2", "wf/3", "wf/4"}, time.Time{})
+	// Entries due later than now are not claimed; a claim that takes none
+	// says when the earliest of them is due.
 	update(t, b, func(tx engine.SharedTx) error {
-		es, err := tx.ClaimQueued(engine.ActivityTask, "q", storetest.T0.Add(time.Second), 10)
-		if err != nil {
-			return err
-		}
-		if diff := diff([]string{"wf/0", "wf/1"}, ids(es)); diff != "" {
-			t.Errorf("claim at T0+1s (-want +got):\n%s", diff)
-		}
-		return nil
+		got, err := tx.ClaimQueued(engine.ActivityTask, "q", at(time.Second), 10)
+		check("claim at T0+1s", got, []string{"wf/0", "wf/1"}, time.Time{})
+		return err
+	})
+	update(t, b, func(tx engine.SharedTx) error {
+		got, err := tx.ClaimQueued(engine.ActivityTask, "q", at(-time.Second), 10)
+		check("claim before T0", got, nil, at(0))
+		return err
+	})
+	update(t, b, func(tx engine.SharedTx) error {
+		got, err := tx.ClaimQueued(engine.ActivityTask, "q", at(1500*time.Millisecond), 1)
+		check("claim of one at T0+1.5s", got, []string{"wf/0"}, time.Time{})
+		return err
+	})
+	update(t, b, func(tx engine.SharedTx) error {
+		got, err := tx.ClaimQueued(engine.ActivityTask, "other", at(-time.Second), 10)
+		check("claim from another queue", got, nil, time.Time{})
+		return err
 	})
 }
 
@@ -152,10 +174,11 @@ func TestClaimQueued_ConcurrentLeasesHandEachEntryOutOnce(t *testing.T) {
 				var got []engine.QueueEntry
 				err := s.Update(func(tx engine.Tx) error {
 					stx := tx.(engine.SharedTx)
-					var err error
-					if got, err = stx.ClaimQueued(engine.ActivityTask, "q", now, 3); err != nil {
+					claimed, err := stx.ClaimQueued(engine.ActivityTask, "q", now, 3)
+					if err != nil {
 						return err
 					}
+					got = claimed.Entries
 					for _, e := range got {
 						a, err := tx.GetActivity(e.WorkflowID, e.ActivityID)
 						if err != nil {
@@ -256,7 +279,7 @@ func TestClaimTimers_SkipsTheTimersAnotherTransactionHolds(t *testing.T) {
 	}
 }
 
-func TestNextQueuedAndNextTimer_AreTheEarliestDueAfterNow(t *testing.T) {
+func TestNextTimer_IsTheEarliestDueAfterNow(t *testing.T) {
 	t.Parallel()
 	s := openNode(t, testpg.Database(t), "a")
 	putScheduled(t, s, "wf", 3) // due T0, T0+1s, T0+2s
@@ -264,29 +287,6 @@ func TestNextQueuedAndNextTimer_AreTheEarliestDueAfterNow(t *testing.T) {
 		return tx.PutActivity(storetest.NewActivity("wf", "lease", started, 5*time.Second, 9))
 	})
 	at := func(d time.Duration) time.Time { return storetest.T0.Add(d) }
-	tests := []struct {
-		name   string
-		now    time.Time
-		queue  string
-		want   time.Time
-		wantOK bool
-	}{
-		{"BeforeTheFirst", at(-time.Second), "q", at(0), true},
-		{"AtAnEntryTheNextOne", at(time.Second), "q", at(2 * time.Second), true},
-		{"AfterTheLast", at(2 * time.Second), "q", time.Time{}, false},
-		{"AnotherQueue", at(-time.Second), "other", time.Time{}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s.View(func(tx engine.Tx) error {
-				due, ok, err := tx.(engine.SharedTx).NextQueued(engine.ActivityTask, tt.queue, tt.now)
-				if err != nil || ok != tt.wantOK || !due.Equal(tt.want) {
-					t.Errorf("NextQueued = %v, %v, %v; want %v, %v", due, ok, err, tt.want, tt.wantOK)
-				}
-				return nil
-			})
-		})
-	}
 	s.View(func(tx engine.Tx) error {
 		stx := tx.(engine.SharedTx)
 		if due, ok, err := stx.NextTimer(at(0)); err != nil || !ok || !due.Equal(at(5*time.Second)) {
@@ -912,7 +912,6 @@ func TestClaims_ReadTheirIndexes(t *testing.T) {
 		{"ClaimQueued", claimQueuedSQL, "queue_order", []any{int16(2), []byte("q7"), int64(5_000_000), 10}},
 		{"ClaimQueued/activities", claimActivityTasksSQL, "queue_order", []any{int16(2), []byte("q7"), int64(5_000_000), 10}},
 		{"ClaimQueued/workflows", claimWorkflowTasksSQL, "queue_order", []any{int16(1), []byte("q7"), int64(5_000_000), 10}},
-		{"NextQueued", nextQueuedSQL, "queue_order", []any{int16(2), []byte("q7"), int64(5_000_000)}},
 		{"ClaimTimers", claimTimersSQL, "timers_order", []any{int64(5_000_000), 10}},
 		{"NextTimer", nextTimerSQL, "timers_order", []any{int64(5_000_000)}},
 	}

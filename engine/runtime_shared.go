@@ -126,7 +126,15 @@ func (r *sharedRuntime) take(k queueKey, now time.Time, max int, lease func(tx T
 		err := e.lease(func(tx Tx, c *change) error {
 			st := sharedTx(tx)
 			claimed, n, next = 0, 0, time.Time{}
-			got, err := st.ClaimQueued(k.kind, k.queue, now, max)
+			// Due as of this run of the transaction, which may come a batch
+			// or more after the poll looked: a task queued meanwhile, due
+			// at its own commit, is taken now instead of being missed and
+			// then rung for at once by the alarm.
+			at := e.now()
+			if at.Before(now) {
+				at = now
+			}
+			got, err := st.ClaimQueued(k.kind, k.queue, at, max)
 			if err != nil {
 				return err
 			}

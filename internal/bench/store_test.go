@@ -26,6 +26,8 @@ var (
 		"store of the throughput benchmarks' daemon: badger (on disk, fsync on) or postgres (a throwaway PostgreSQL server, fsync on, a database per benchmark)")
 	benchNodes = flag.Int("bench.nodes", 0,
 		"0: the daemon runs inside the test binary; N ≥ 1: N durabled processes on the store (more than one needs postgres and a durabled with --node), the worker's pollers and the driver's workflows spread over them round robin")
+	benchRoute = flag.Bool("bench.route", false,
+		"with several nodes: the driver starts each workflow, and the worker reports each of its tasks, through the node its workflow id picks (nodeFor), so that one node writes each workflow's record; without it, workflows start round robin and a report goes to the node that handed the task out")
 	benchPGProfile = flag.Bool("bench.pgprofile", false,
 		"with -bench.store=postgres: load pg_stat_statements, time WAL writes and syncs, sample the backends' wait events every 5ms, and log statements, waits and WAL per activity")
 	benchPGVacuum = flag.Bool("bench.pgvacuum", false,
@@ -48,6 +50,9 @@ func flagTarget(b *testing.B) target {
 	t := target{store: *benchStore, nodes: *benchNodes}
 	if err := t.check(*benchPGProfile, func() bool { return durabledHasNodeFlag(b) }); err != nil {
 		b.Fatal(err)
+	}
+	if *benchRoute && t.nodes < 2 {
+		b.Fatal("-bench.route needs -bench.nodes of 2 or more")
 	}
 	if *benchPGVacuum && t.store != storePostgres {
 		b.Fatal("-bench.pgvacuum needs -bench.store=postgres")

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -49,6 +50,7 @@ const (
 	envCA           = "DURABLE_BENCH_TLS_CA"    // the CA file of a TLS daemon
 	envToken        = "DURABLE_BENCH_TOKEN"     // the worker's bearer token
 	envInput        = "DURABLE_BENCH_INPUT"     // bytes of random input each activity is scheduled with
+	envRoute        = "DURABLE_BENCH_ROUTE"     // "1": report each task through the node its workflow id picks
 	concurrency     = 32                        // activities running at once in the worker
 	pollBatch       = 8                         // tasks one activity poll may carry
 	workflowPollers = 16                        // workflow task pollers in the worker
@@ -59,7 +61,7 @@ const (
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(envWorker); addr != "" {
 		input, _ := strconv.Atoi(os.Getenv(envInput))
-		if err := runWorker(addr, os.Getenv(envFailOnce) == "1", os.Getenv(envCA), os.Getenv(envToken), input); err != nil {
+		if err := runWorker(addr, os.Getenv(envFailOnce) == "1", os.Getenv(envRoute) == "1", os.Getenv(envCA), os.Getenv(envToken), input); err != nil {
 			fmt.Fprintln(os.Stderr, "bench worker:", err)
 			os.Exit(1)
 		}
@@ -121,11 +123,12 @@ func benchThroughput(b *testing.B, s setup) {
 
 // runThroughput is one run of BenchmarkActivityThroughput on d, with
 // workflows named prefix-0, prefix-1, …. With several nodes the worker's
-// pollers and the driver's workflows go to them round robin.
+// pollers and the driver's workflows go to them round robin, or each
+// workflow to the node its id picks with -bench.route.
 func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 	worker := exec.Command(os.Args[0], "-test.run=^$")
 	worker.Env = append(os.Environ(), envWorker+"="+strings.Join(d.nodeAddrs(), ","), envFailOnce+"="+map[bool]string{true: "1", false: "0"}[s.failOnce],
-		envCA+"="+d.caFile, envToken+"="+d.tokens["worker"])
+		envCA+"="+d.caFile, envToken+"="+d.tokens["worker"], envRoute+"="+map[bool]string{true: "1", false: "0"}[*benchRoute])
 	worker.Stderr = os.Stderr
 	if err := worker.Start(); err != nil {
 		b.Fatal(err)
@@ -200,6 +203,9 @@ func runThroughput(b *testing.B, d *daemon, s setup, prefix string) {
 		n := min(left, perWorkflow)
 		id := fmt.Sprintf("%s-%d", prefix, len(ids))
 		c := starters[len(ids)%len(starters)]
+		if *benchRoute {
+			c = starters[nodeFor(id, len(starters))]
+		}
 		ids = append(ids, id)
 		if _, err := c.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: id, WorkflowType: "FanOut", TaskQueue: taskQueue, Input: []byte(strconv.Itoa(n))}); err != nil {
 			fail(err)
@@ -494,8 +500,10 @@ func openDaemon(tb testing.TB, dir string, s setup) (*daemon, func()) {
 // the workflow's input says, each with input bytes of random input, and
 // complete the workflow when all of them have completed. addrs lists the
 // daemon's nodes, comma-separated; the pollers go to them round robin, each
-// kind starting with the first.
-func runWorker(addrs string, failOnce bool, caFile, token string, input int) error {
+// kind starting with the first. A report goes through the node that handed
+// the task out or, with route, through the node the task's workflow id
+// picks.
+func runWorker(addrs string, failOnce, route bool, caFile, token string, input int) error {
 	d := &daemon{addrs: strings.Split(addrs, ","), caFile: caFile, tokens: map[string]string{"worker": token}}
 	var nodes []durablev1.DurableClient
 	for _, addr := range d.addrs {
@@ -509,14 +517,43 @@ func runWorker(addrs string, failOnce bool, caFile, token string, input int) err
 	var wg sync.WaitGroup
 	errs := make(chan error, concurrency+workflowPollers)
 	for i := range concurrency / pollBatch {
-		c := nodes[i%len(nodes)]
+		c := reporter{poller: nodes[i%len(nodes)]}
+		if route {
+			c.nodes = nodes
+		}
 		wg.Go(func() { errs <- activityLoop(ctx, c, failOnce) })
 	}
 	for i := range workflowPollers {
-		c := nodes[i%len(nodes)]
+		c := reporter{poller: nodes[i%len(nodes)]}
+		if route {
+			c.nodes = nodes
+		}
 		wg.Go(func() { errs <- workflowLoop(ctx, c, input) })
 	}
 	return <-errs
+}
+
+// reporter is a poll loop's way to the daemon: it polls through poller and
+// reports a task of a workflow through poller too or, when nodes is set,
+// through the node the workflow id picks.
+type reporter struct {
+	poller durablev1.DurableClient
+	nodes  []durablev1.DurableClient
+}
+
+func (r reporter) of(workflowID string) durablev1.DurableClient {
+	if r.nodes == nil {
+		return r.poller
+	}
+	return r.nodes[nodeFor(workflowID, len(r.nodes))]
+}
+
+// nodeFor picks one of n nodes for a workflow: the same one for every call
+// that names it (FNV-1a of the id).
+func nodeFor(workflowID string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(workflowID))
+	return int(h.Sum32() % uint32(n))
 }
 
 // attempts records the activity attempts a worker was handed, so that one
@@ -545,9 +582,9 @@ func (a *attempts) once(workflowID, activityID string, attempt int32) error {
 // so concurrency/pollBatch loops keep concurrency activities in flight.
 // Every refused report fails the run: an attempt's lease (a minute) does
 // not run out in a benchmark.
-func activityLoop(ctx context.Context, c durablev1.DurableClient, failOnce bool) error {
+func activityLoop(ctx context.Context, c reporter, failOnce bool) error {
 	for {
-		r, err := c.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: taskQueue, Identity: "bench", MaxTasks: pollBatch})
+		r, err := c.poller.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: taskQueue, Identity: "bench", MaxTasks: pollBatch})
 		if err != nil {
 			return err
 		}
@@ -560,6 +597,7 @@ func activityLoop(ctx context.Context, c durablev1.DurableClient, failOnce bool)
 		for _, t := range r.GetTasks() {
 			go func() {
 				var err error
+				c := c.of(t.GetWorkflowId())
 				if failOnce && t.GetAttempt() == 1 {
 					_, err = c.FailActivityTask(ctx, &durablev1.FailActivityRequest{TaskToken: t.GetTaskToken(), Failure: &durablev1.Failure{Type: "Flaky", Message: "first attempt"}})
 				} else {
@@ -576,13 +614,13 @@ func activityLoop(ctx context.Context, c durablev1.DurableClient, failOnce bool)
 	}
 }
 
-func workflowLoop(ctx context.Context, c durablev1.DurableClient, input int) error {
+func workflowLoop(ctx context.Context, c reporter, input int) error {
 	opts := &durablev1.ActivityOptions{
 		StartToCloseTimeout: durationpb.New(time.Minute),
 		RetryPolicy:         &durablev1.RetryPolicy{InitialMs: 1, MaxIntervalMs: 10},
 	}
 	for {
-		r, err := c.PollWorkflowTask(ctx, &durablev1.PollWorkflowTaskRequest{TaskQueue: taskQueue, Identity: "bench"})
+		r, err := c.poller.PollWorkflowTask(ctx, &durablev1.PollWorkflowTaskRequest{TaskQueue: taskQueue, Identity: "bench"})
 		if err != nil {
 			return err
 		}
@@ -623,7 +661,7 @@ func workflowLoop(ctx context.Context, c durablev1.DurableClient, input int) err
 		case completed == want:
 			cmds = append(cmds, &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_COMPLETE_WORKFLOW})
 		}
-		_, err = c.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: r.GetTaskToken(), Identity: "bench", Commands: cmds})
+		_, err = c.of(r.GetWorkflowId()).CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: r.GetTaskToken(), Identity: "bench", Commands: cmds})
 		if status.Code(err) == codes.FailedPrecondition {
 			// The task's lease (10 s) ran out before its report committed,
 			// as it can on an overloaded machine: the daemon hands the task

@@ -15,19 +15,17 @@ import (
 // ("node1:7345,node2:7345") for durabled nodes that share one PostgreSQL
 // database. One address is dialled as gRPC dials any target: its name
 // resolved by DNS, one connection. A list is handed to gRPC as it is, by a
-// resolver of its own, and balanced round robin: a connection to every node,
-// calls (a worker's polls among them) spread over the nodes that are up, and
-// a node that goes away dropped from the rotation at once (its connection
-// breaks) and taken back when it answers again. pick_first would fail over
-// too, but would send every poll to one node while the others idle.
+// resolver of its own, and balanced by route.go: a connection to every
+// node, the calls about a workflow sent to the node it picks and the others
+// (a worker's polls among them) spread round robin over the nodes that are
+// up, and a node that goes away dropped at once (its connection breaks) and
+// taken back when it answers again. pick_first would fail over too, but
+// would send every poll to one node while the others idle.
 
 // listScheme is the scheme of the resolver that hands gRPC a list of
 // addresses. Each client registers its own resolver with its connection
 // only (grpc.WithResolvers), so the name cannot clash.
 const listScheme = "durable-list"
-
-// roundRobin is the service config of a connection to a list of addresses.
-const roundRobin = `{"loadBalancingConfig": [{"round_robin": {}}]}`
 
 // SplitAddrs splits a daemon address into its parts: "h1:7345,h2:7345" is
 // two, "h1:7345" one. Spaces around a part are dropped. A list must name
@@ -60,22 +58,26 @@ func SplitAddrs(addr string) ([]string, error) {
 }
 
 // listDialOptions are the options that make a connection dial every one of
-// addrs, balanced round robin. Unless the TLS settings name the server for
+// addrs, balanced by workflow (route.go). Unless the TLS settings name the server for
 // all (serverNamed; gRPC then checks every node against that name), each
 // address carries its own server name, host:port, so that each node's
 // certificate is checked against the host dialled for it.
 func listDialOptions(addrs []string, serverNamed bool) []grpc.DialOption {
 	r := manual.NewBuilderWithScheme(listScheme)
 	eps := make([]resolver.Endpoint, len(addrs))
+	ras := make([]resolver.Address, len(addrs))
 	for i, a := range addrs {
 		ra := resolver.Address{Addr: a}
 		if !serverNamed {
 			ra.ServerName = a
 		}
+		ras[i] = ra
 		eps[i] = resolver.Endpoint{Addresses: []resolver.Address{ra}}
 	}
-	r.InitialState(resolver.State{Endpoints: eps})
-	return []grpc.DialOption{grpc.WithResolvers(r), grpc.WithDefaultServiceConfig(roundRobin)}
+	// The balancer (grpc's base) reads the addresses; gRPC reads the
+	// endpoints.
+	r.InitialState(resolver.State{Endpoints: eps, Addresses: ras})
+	return []grpc.DialOption{grpc.WithResolvers(r), grpc.WithDefaultServiceConfig(routeConfig), grpc.WithChainUnaryInterceptor(routeByRequest)}
 }
 
 // dialTarget is what grpc.NewClient dials for addrs: the address itself, or

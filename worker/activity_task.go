@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -264,7 +265,8 @@ func (a *attempt) send(result []byte, failure *durablev1.Failure) {
 // sendOnce makes the report call, through restarts of the daemon.
 func (a *attempt) sendOnce(result []byte, failure *durablev1.Failure) error {
 	svc := a.w.c.Service()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*reportTimeout)
+	// Through the node the workflow's other calls go to (client.ForWorkflow).
+	ctx, cancel := context.WithTimeout(client.ForWorkflow(context.Background(), a.task.GetWorkflowId()), 3*reportTimeout)
 	defer cancel()
 	return retryUnavailable(ctx, func(ctx context.Context) error {
 		var err error

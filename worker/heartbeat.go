@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 )
 
@@ -139,7 +140,7 @@ func (h *heartbeater) sendPending() {
 // sendHeartbeat extends the lease. A stale or unknown lease cancels the
 // attempt's context with ErrLeaseLost.
 func (a *attempt) sendHeartbeat(details []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	ctx, cancel := context.WithTimeout(client.ForWorkflow(context.Background(), a.task.GetWorkflowId()), reportTimeout)
 	defer cancel()
 	resp, err := a.w.c.Service().RecordHeartbeat(ctx, &durablev1.HeartbeatRequest{
 		TaskToken: a.task.GetTaskToken(), Identity: a.w.opts.Identity, Details: details,

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyllm/durable/activity"
+	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"github.com/tinyllm/durable/workflow"
 )
@@ -68,7 +69,7 @@ func (w *Worker) runWorkflowTask(t *durablev1.PollWorkflowTaskResponse) {
 		w.failWorkflowTask(log, t, res.Failure)
 		return
 	}
-	err := w.reportWorkflowTask(func(ctx context.Context) error {
+	err := w.reportWorkflowTask(t.GetWorkflowId(), func(ctx context.Context) error {
 		_, err := w.c.Service().CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{
 			TaskToken: t.GetTaskToken(), Identity: w.opts.Identity, Commands: res.Commands,
 		})
@@ -155,7 +156,7 @@ func (w *Worker) historyBefore(t *durablev1.PollWorkflowTaskResponse, from int64
 // again without its details, so that the reason still reaches history.
 func (w *Worker) failWorkflowTask(log *slog.Logger, t *durablev1.PollWorkflowTaskResponse, f *durablev1.Failure) {
 	send := func(f *durablev1.Failure) error {
-		return w.reportWorkflowTask(func(ctx context.Context) error {
+		return w.reportWorkflowTask(t.GetWorkflowId(), func(ctx context.Context) error {
 			_, err := w.c.Service().FailWorkflowTask(ctx, &durablev1.FailWorkflowTaskRequest{
 				TaskToken: t.GetTaskToken(), Identity: w.opts.Identity, Failure: f,
 			})
@@ -176,8 +177,9 @@ func (w *Worker) failWorkflowTask(log *slog.Logger, t *durablev1.PollWorkflowTas
 // keeps the lease it had on disk, so the report is retried through the
 // restart rather than left to the task's timeout; a report that did land
 // comes back FailedPrecondition.
-func (w *Worker) reportWorkflowTask(call func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*reportTimeout)
+func (w *Worker) reportWorkflowTask(workflowID string, call func(context.Context) error) error {
+	// Through the node the workflow's other calls go to (client.ForWorkflow).
+	ctx, cancel := context.WithTimeout(client.ForWorkflow(context.Background(), workflowID), 3*reportTimeout)
 	defer cancel()
 	return retryUnavailable(ctx, call)
 }

@@ -1,0 +1,160 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tinyllm/durable/client"
+	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
+)
+
+// callLog records which node served each call that names a workflow.
+type callLog struct {
+	mu    sync.Mutex
+	nodes map[string]map[string]bool // workflow id → nodes that served a call about it
+}
+
+func (l *callLog) interceptor(node string) grpc.ServerOption {
+	return grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if r, ok := req.(interface{ GetWorkflowId() string }); ok && r.GetWorkflowId() != "" {
+			l.mu.Lock()
+			if l.nodes[r.GetWorkflowId()] == nil {
+				l.nodes[r.GetWorkflowId()] = map[string]bool{}
+			}
+			l.nodes[r.GetWorkflowId()][node] = true
+			l.mu.Unlock()
+		}
+		return handler(ctx, req)
+	})
+}
+
+// servedBy returns the one node that served the calls about id, or fails.
+func (l *callLog) servedBy(t *testing.T, id string) string {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.nodes[id]) != 1 {
+		t.Fatalf("calls about %s were served by %v, want one node", id, l.nodes[id])
+	}
+	for n := range l.nodes[id] {
+		return n
+	}
+	return ""
+}
+
+func (l *callLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nodes = map[string]map[string]bool{}
+}
+
+// TestClientWithSeveralAddressesSendsEachWorkflowsCallsToOneNode: a
+// client of three nodes sends every call about one workflow (named in the
+// request, or by ForWorkflow for a call whose request does not name it)
+// through one node, spreads the workflows over the nodes, and when a node
+// stops moves only that node's workflows.
+func TestClientWithSeveralAddressesSendsEachWorkflowsCallsToOneNode(t *testing.T) {
+	t.Parallel()
+	log := &callLog{}
+	log.reset()
+	names := []string{"node-a", "node-b", "node-c"}
+	nodes := map[string]*node{}
+	var addrs string
+	for _, name := range names {
+		n := startNode(t, name, "127.0.0.1", log.interceptor(name))
+		nodes[name] = n
+		if addrs != "" {
+			addrs += ","
+		}
+		addrs += n.addr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Until the client has a connection to every node, calls go to those
+	// it has: wait until the calls that name no workflow reach all three.
+	seen := map[string]bool{}
+	for len(seen) < 3 {
+		who, err := answeredBy(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[who] = true
+	}
+
+	ids := make([]string, 30)
+	call := func(id string) {
+		t.Helper()
+		// A workflow that does not exist: any node answers NotFound, and
+		// the interceptor has seen the call.
+		if _, err := c.Service().DescribeWorkflow(ctx, &durablev1.DescribeWorkflowRequest{WorkflowId: id}); err == nil {
+			t.Fatalf("DescribeWorkflow(%s) found a workflow", id)
+		}
+	}
+	byNode := map[string]int{}
+	before := map[string]string{}
+	for i := range ids {
+		ids[i] = fmt.Sprintf("wf-%d", i)
+		for range 3 {
+			call(ids[i])
+		}
+		before[ids[i]] = log.servedBy(t, ids[i])
+		byNode[before[ids[i]]]++
+	}
+	if len(byNode) != 3 {
+		t.Errorf("30 workflows went to %v, want all three nodes", byNode)
+	}
+
+	// ForWorkflow routes a call whose request names no workflow: Nodes is
+	// answered by the node the workflow's other calls went to.
+	for _, id := range ids[:5] {
+		r, err := c.Nodes(client.ForWorkflow(ctx, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetAnsweredBy() != before[id] {
+			t.Errorf("Nodes for %s was answered by %s, want %s", id, r.GetAnsweredBy(), before[id])
+		}
+	}
+
+	// A node stops: its workflows move, each to one other node, and the
+	// others stay where they were.
+	gone := before[ids[0]]
+	nodes[gone].stop()
+	for {
+		who, err := answeredBy(ctx, c)
+		if err == nil && who != gone {
+			// Rotation skips it: the client has seen it go.
+			if who2, err := answeredBy(ctx, c); err == nil && who2 != gone {
+				if who3, err := answeredBy(ctx, c); err == nil && who3 != gone {
+					break
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the client did not see the node stop")
+		}
+	}
+	log.reset()
+	for _, id := range ids {
+		for range 3 {
+			call(id)
+		}
+		now := log.servedBy(t, id)
+		switch {
+		case now == gone:
+			t.Errorf("%s went to %s after it stopped", id, gone)
+		case before[id] != gone && now != before[id]:
+			t.Errorf("%s moved from %s to %s when %s stopped", id, before[id], now, gone)
+		}
+	}
+}

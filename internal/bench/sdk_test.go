@@ -6,8 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
@@ -42,19 +45,29 @@ func BenchmarkSDKThroughput(b *testing.B) {
 
 func benchSDKThroughput(b *testing.B, fanOut int) {
 	t := flagTarget(b)
-	if t.nodes > 1 {
-		b.Skipf("-bench.nodes=%d: the SDK benchmark's worker and driver connect to one node", t.nodes)
-	}
-	t.nodes = 1 // durabled in a process of its own, whatever the flag
+	t.nodes = max(t.nodes, 1) // durabled in processes of their own, whatever the flag
 	d := startTarget(b, t, setup{})
-	workerPID := startSDKWorker(b, d.addr)
-	c, err := client.New(d.addr)
+	if t.nodes > 1 {
+		b.Logf("on %d durabled, each workflow's calls %s", t.nodes, map[bool]string{true: "through the node its id picks", false: "round robin"}[*benchRoute])
+	}
+	addrs := strings.Join(d.nodeAddrs(), ",")
+	workerPID := startSDKWorker(b, addrs)
+	c, err := client.New(addrs, sdkBalancing(addrs, *benchRoute)...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
 	ctx := context.Background()
-	waitForPollers(b, c.Service(), sdkQueue, durablev1.TaskKind_TASK_KIND_WORKFLOW, durablev1.TaskKind_TASK_KIND_ACTIVITY)
+	var nodes []durablev1.DurableClient
+	for _, addr := range d.nodeAddrs() {
+		nc, err := client.New(addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer nc.Close()
+		nodes = append(nodes, nc.Service())
+	}
+	waitForPollersOn(b, nodes, sdkQueue, durablev1.TaskKind_TASK_KIND_WORKFLOW, durablev1.TaskKind_TASK_KIND_ACTIVITY)
 
 	var runs []*client.Run
 	cpu := d.cpuClock(workerPID)
@@ -87,7 +100,7 @@ func benchSDKThroughput(b *testing.B, fanOut int) {
 // addr until the benchmark ends, and returns its process id.
 func startSDKWorker(b *testing.B, addr string) int {
 	w := exec.Command(os.Args[0], "-test.run=^$")
-	w.Env = append(os.Environ(), envSDKWorker+"="+addr)
+	w.Env = append(os.Environ(), envSDKWorker+"="+addr, envRoute+"="+map[bool]string{true: "1", false: "0"}[*benchRoute])
 	w.Stderr = os.Stderr
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
@@ -99,9 +112,21 @@ func startSDKWorker(b *testing.B, addr string) int {
 	return w.Process.Pid
 }
 
+// sdkBalancing is the client options of the SDK benchmark's worker and
+// driver for addr: with several nodes, the SDK's own balancing (each
+// workflow's calls through the node its id picks) with -bench.route, and
+// round robin without, as the raw protocol's worker does.
+func sdkBalancing(addr string, route bool) []client.Option {
+	if route || !strings.Contains(addr, ",") {
+		return nil
+	}
+	return []client.Option{client.WithDialOptions(grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`))}
+}
+
 // runSDKWorker is the SDK worker process: it runs until it is killed.
+// addr may list several nodes.
 func runSDKWorker(addr string) error {
-	c, err := client.New(addr)
+	c, err := client.New(addr, sdkBalancing(addr, os.Getenv(envRoute) == "1")...)
 	if err != nil {
 		return err
 	}
@@ -164,19 +189,26 @@ func sdkSequence(ctx workflow.Context, n int) ([]int64, error) {
 func sdkStamp(context.Context) (int64, error) { return time.Now().UnixNano(), nil }
 
 // waitForPollers waits until a poll of every kind is parked on queue, so
-// that a timed run does not count a worker's start.
+// that a timed run does not count a worker's start. A node lists the
+// pollers parked on it: with several nodes, pass a client of each.
 func waitForPollers(b *testing.B, c durablev1.DurableClient, queue string, kinds ...durablev1.TaskKind) {
+	waitForPollersOn(b, []durablev1.DurableClient{c}, queue, kinds...)
+}
+
+func waitForPollersOn(b *testing.B, nodes []durablev1.DurableClient, queue string, kinds ...durablev1.TaskKind) {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		r, err := c.ListTaskQueues(context.Background(), &durablev1.ListTaskQueuesRequest{TaskQueue: queue})
-		if err != nil {
-			b.Fatal(err)
-		}
 		parked := map[durablev1.TaskKind]bool{}
-		for _, q := range r.GetTaskQueues() {
-			for _, p := range q.GetPollers() {
-				if p.GetParked() {
-					parked[p.GetKind()] = true
+		for _, c := range nodes {
+			r, err := c.ListTaskQueues(context.Background(), &durablev1.ListTaskQueuesRequest{TaskQueue: queue})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, q := range r.GetTaskQueues() {
+				for _, p := range q.GetPollers() {
+					if p.GetParked() {
+						parked[p.GetKind()] = true
+					}
 				}
 			}
 		}

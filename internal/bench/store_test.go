@@ -27,7 +27,7 @@ var (
 	benchNodes = flag.Int("bench.nodes", 0,
 		"0: the daemon runs inside the test binary; N ≥ 1: N durabled processes on the store (more than one needs postgres and a durabled with --node), the worker's pollers and the driver's workflows spread over them round robin")
 	benchRoute = flag.Bool("bench.route", false,
-		"with several nodes: the driver starts each workflow, and the worker reports each of its tasks, through the node its workflow id picks (nodeFor), so that one node writes each workflow's record; without it, workflows start round robin and a report goes to the node that handed the task out")
+		"with several nodes: the driver starts each workflow, and the worker reports each of its tasks, through the node its workflow id picks (nodeFor; SDKThroughput's clients balance as the SDK does for a list of addresses), so that one node writes each workflow's record; without it, workflows start round robin and a report goes to the node that handed the task out (SDKThroughput: every call round robin)")
 	benchPGProfile = flag.Bool("bench.pgprofile", false,
 		"with -bench.store=postgres: load pg_stat_statements, time WAL writes and syncs, sample the backends' wait events every 5ms, and log statements, waits and WAL per activity")
 	benchPGVacuum = flag.Bool("bench.pgvacuum", false,

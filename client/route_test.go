@@ -130,15 +130,13 @@ func TestClientWithSeveralAddressesSendsEachWorkflowsCallsToOneNode(t *testing.T
 	// others stay where they were.
 	gone := before[ids[0]]
 	nodes[gone].stop()
-	for {
-		who, err := answeredBy(ctx, c)
-		if err == nil && who != gone {
-			// Rotation skips it: the client has seen it go.
-			if who2, err := answeredBy(ctx, c); err == nil && who2 != gone {
-				if who3, err := answeredBy(ctx, c); err == nil && who3 != gone {
-					break
-				}
-			}
+	// Once three calls in a row that name no workflow, round robin over
+	// the nodes up, are answered by others, the client has seen it go.
+	for streak := 0; streak < 3; {
+		if who, err := answeredBy(ctx, c); err == nil && who != gone {
+			streak++
+		} else {
+			streak = 0
 		}
 		if ctx.Err() != nil {
 			t.Fatal("the client did not see the node stop")

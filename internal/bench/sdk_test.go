@@ -115,7 +115,8 @@ func startSDKWorker(b *testing.B, addr string) int {
 // sdkBalancing is the client options of the SDK benchmark's worker and
 // driver for addr: with several nodes, the SDK's own balancing (each
 // workflow's calls through the node its id picks) with -bench.route, and
-// round robin without, as the raw protocol's worker does.
+// every call round robin without, as SDK clients balanced before they
+// routed by workflow.
 func sdkBalancing(addr string, route bool) []client.Option {
 	if route || !strings.Contains(addr, ",") {
 		return nil

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 )
@@ -77,8 +79,19 @@ func listDialOptions(addrs []string, serverNamed bool) []grpc.DialOption {
 	// The balancer (grpc's base) reads the addresses; gRPC reads the
 	// endpoints.
 	r.InitialState(resolver.State{Endpoints: eps, Addresses: ras})
-	return []grpc.DialOption{grpc.WithResolvers(r), grpc.WithDefaultServiceConfig(routeConfig), grpc.WithChainUnaryInterceptor(routeByRequest)}
+	return []grpc.DialOption{grpc.WithResolvers(r), grpc.WithDefaultServiceConfig(routeConfig), grpc.WithChainUnaryInterceptor(routeByRequest),
+		grpc.WithKeepaliveParams(listKeepalive)}
 }
+
+// listKeepalive has the client ping each node after listKeepalive.Time
+// without a frame from it, and drop the node when the ping is not answered
+// within Timeout. A node that stops answering without closing its
+// connection (a paused machine, a network cut) would otherwise keep the
+// calls of its workflows, and its share of the others, until the
+// operating system gave up on the connection: minutes later, if ever
+// (a peer whose TCP still acknowledges is never given up). durabled
+// accepts a client's pings every 10 s or more (server.go).
+var listKeepalive = keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
 
 // dialTarget is what grpc.NewClient dials for addrs: the address itself, or
 // for a list the list resolver, named after the first address so that the

@@ -3,7 +3,9 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,4 +157,102 @@ func TestClientWithSeveralAddressesSendsEachWorkflowsCallsToOneNode(t *testing.T
 			t.Errorf("%s moved from %s to %s when %s stopped", id, before[id], now, gone)
 		}
 	}
+}
+
+// stallingProxy forwards TCP to a node until stall, then keeps every
+// connection, old and new, open and passes nothing: a node that stops
+// answering without closing its connections, as a paused machine or a
+// network cut does.
+type stallingProxy struct {
+	addr    string
+	stalled atomic.Bool
+}
+
+func startStallingProxy(t *testing.T, target string) *stallingProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	p := &stallingProxy{addr: l.Addr().String()}
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if err != nil {
+				return
+			}
+			if !p.stalled.Load() {
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		}
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			n, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			t.Cleanup(func() { n.Close() })
+			go pipe(n, c)
+			go pipe(c, n)
+		}
+	}()
+	return p
+}
+
+// TestClientWithSeveralAddressesDropsANodeThatStopsAnswering: a node whose
+// connection stays open but passes nothing is dropped after the client's
+// keepalive ping goes unanswered, and its workflows' calls go to another
+// node, instead of waiting until the operating system gives the connection
+// up.
+func TestClientWithSeveralAddressesDropsANodeThatStopsAnswering(t *testing.T) {
+	t.Parallel()
+	a, b := startNode(t, "node-a", "127.0.0.1"), startNode(t, "node-b", "127.0.0.1")
+	p := startStallingProxy(t, a.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, p.addr+","+b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A workflow whose calls go to node-a, once the client has both.
+	answer := func(id string) (string, error) {
+		ctx, cancel := context.WithTimeout(client.ForWorkflow(ctx, id), time.Second)
+		defer cancel()
+		r, err := c.Nodes(ctx)
+		return r.GetAnsweredBy(), err
+	}
+	var id string
+	for i := 0; id == ""; i++ {
+		if ctx.Err() != nil {
+			t.Fatal("no workflow went to node-a")
+		}
+		if who, err := answer(fmt.Sprint("wf-", i)); err == nil && who == "node-a" {
+			id = fmt.Sprint("wf-", i)
+		}
+	}
+
+	p.stalled.Store(true)
+	stalled := time.Now()
+	for {
+		who, err := answer(id)
+		if err == nil && who == "node-b" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s after node-a stopped answering, its workflow's calls still do not reach node-b: %v", time.Since(stalled).Round(time.Second), err)
+		}
+	}
+	t.Logf("node-a dropped %s after it stopped answering", time.Since(stalled).Round(time.Second))
 }

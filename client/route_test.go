@@ -168,14 +168,22 @@ type stallingProxy struct {
 	stalled atomic.Bool
 }
 
+// startStallingProxy serves a proxy to target until the test ends, when it
+// closes the listener and every connection it made, and waits for its
+// goroutines.
 func startStallingProxy(t *testing.T, target string) *stallingProxy {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
 	p := &stallingProxy{addr: l.Addr().String()}
+	var (
+		mu     sync.Mutex
+		conns  []net.Conn
+		closed bool
+		wg     sync.WaitGroup
+	)
 	pipe := func(dst, src net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
@@ -190,23 +198,40 @@ func startStallingProxy(t *testing.T, target string) *stallingProxy {
 			}
 		}
 	}
-	go func() {
+	wg.Go(func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { c.Close() })
 			n, err := net.Dial("tcp", target)
 			if err != nil {
 				c.Close()
 				continue
 			}
-			t.Cleanup(func() { n.Close() })
-			go pipe(n, c)
-			go pipe(c, n)
+			mu.Lock()
+			if closed { // accepted as the test ended
+				mu.Unlock()
+				c.Close()
+				n.Close()
+				return
+			}
+			conns = append(conns, c, n)
+			mu.Unlock()
+			wg.Go(func() { pipe(n, c) })
+			wg.Go(func() { pipe(c, n) })
 		}
-	}()
+	})
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		closed = true
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	return p
 }
 

@@ -251,7 +251,16 @@ func TestClientWithSeveralAddressesDropsANodeThatStopsAnswering(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	// A workflow whose calls go to node-a, once the client has both.
+	// Until the client has a connection to both nodes, every call goes
+	// to the one it has: wait until calls that name no workflow reach both.
+	for seen := map[string]bool{}; len(seen) < 2; {
+		who, err := answeredBy(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[who] = true
+	}
+	// A workflow whose calls go to node-a.
 	answer := func(id string) (string, error) {
 		ctx, cancel := context.WithTimeout(client.ForWorkflow(ctx, id), time.Second)
 		defer cancel()

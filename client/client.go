@@ -101,7 +101,8 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 // console can start before its daemon. It fails only on options that cannot
 // be applied, such as TLS files that do not load or a malformed address
 // list. A list of addresses ("h1:7345,h2:7345", nodes of one database) is
-// balanced round robin: calls go to the nodes that are up, in turn.
+// balanced over the nodes that are up: a call about a workflow goes to the
+// node its id picks (route.go, ForWorkflow), the other calls round robin.
 func New(addr string, opts ...Option) (*Client, error) {
 	addrs, err := SplitAddrs(addr)
 	if err != nil {

@@ -114,8 +114,9 @@ Commands:
 Global flags (accepted before or after the command):
   --addr HOST:PORT         daemon address (default %s); nodes sharing one
                            database as a comma-separated list, or --addr
-                           repeated: calls go to the nodes that are up, in
-                           turn
+                           repeated: a call about a workflow goes to the node
+                           its id picks among those that are up, the others
+                           round robin
   --token TOKEN            bearer token naming your principal, for a daemon
                            run with --auth; prefer DURABLE_TOKEN, which stays
                            out of the process list

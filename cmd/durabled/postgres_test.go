@@ -29,6 +29,10 @@ func TestPostgresNodeLosesNothingAcknowledgedAcrossSIGKILL(t *testing.T) {
 	if strings.Contains(d.Logs(), "password") || strings.Contains(d.Logs(), "sslmode") {
 		t.Errorf("the logs repeat the DSN:\n%s", d.Logs())
 	}
+	// No memory budget applies to PostgreSQL, so no Go limit is set.
+	if got := logField(t, d.Logs(), "msg=listening", "go_memory_limit"); got != "none" {
+		t.Errorf("the listening line says go_memory_limit=%s, want none", got)
+	}
 	c := durablev1.NewDurableClient(dial(t, d.Addr))
 	nodes, err := c.ListNodes(ctx, &durablev1.ListNodesRequest{})
 	if err != nil {

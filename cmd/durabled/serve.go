@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -197,7 +198,7 @@ func serve(cfg config, tr *trust, logger *slog.Logger) (err error) {
 	}
 	logger.Info("listening", append([]any{"addr", lis.Addr().String(), "node", cfg.node}, append(where,
 		"tls", cfg.tlsCert != "", "mtls", tr.mtls, "auth", cfg.auth != "", "principals", principals,
-		"go_memory_limit", debug.SetMemoryLimit(-1))...)...)
+		"go_memory_limit", goMemoryLimit())...)...)
 
 	select {
 	case <-ctx.Done():
@@ -304,4 +305,14 @@ func loadTokenKey(dir string, readOnly bool, logger *slog.Logger) ([]byte, error
 		logger.Warn("the task token key can be read by other users; anyone who reads it can forge task tokens: chmod 600 it", "path", keyPath)
 	}
 	return key, nil
+}
+
+// goMemoryLimit is the Go runtime's soft memory limit for the listening
+// line: its bytes, or "none" when nothing set one (PostgreSQL has no memory
+// budget, and the runtime then reports the largest int64).
+func goMemoryLimit() any {
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		return l
+	}
+	return "none"
 }

@@ -58,8 +58,7 @@ func (e *Engine) loadOperations(tx Tx) error {
 		op := r.GetOperation()
 		switch op.GetState() {
 		case opRunning:
-			e.ops[r.GetSeq()] = &opRun{seq: r.GetSeq(), next: r.GetNext(), limit: maxReleasesPerTx,
-				pace: pace{origin: now, base: r.GetNext(), rate: op.GetRate(), total: op.GetMatched()}}
+			e.ops[r.GetSeq()] = resumed(r, now)
 		case opPreparing:
 			e.opsPurge = append(e.opsPurge, r.GetSeq())
 		default:
@@ -70,6 +69,14 @@ func (e *Engine) loadOperations(tx Tx) error {
 		return true
 	})
 	return err
+}
+
+// resumed is the run of a running operation that this engine goes on with
+// from its record: paced from now, from the letters already released.
+func resumed(r *durablev1.OperationRecord, now time.Time) *opRun {
+	op := r.GetOperation()
+	return &opRun{seq: r.GetSeq(), next: r.GetNext(), limit: maxReleasesPerTx,
+		pace: pace{origin: now, base: r.GetNext(), rate: op.GetRate(), total: op.GetMatched()}}
 }
 
 func (e *Engine) wakeOps() {
@@ -163,19 +170,14 @@ func (e *Engine) dueWorkLocked(now time.Time) ([]opWork, time.Time) {
 // release runs one release transaction for work and tells the runs how it
 // went.
 func (e *Engine) release(work []opWork, now time.Time) error {
-	type result struct {
-		state durablev1.OperationState
-		next  int64
-	}
-	results := make([]result, len(work))
+	results := make([]releaseResult, len(work))
 	err := e.commit(func(tx Tx, c *change) error {
 		now := e.now()
 		for i, w := range work {
-			state, next, err := e.releaseNext(tx, c, w.seq, w.n, now)
-			if err != nil {
+			var err error
+			if results[i], err = e.releaseNext(tx, c, w.seq, w.n, now); err != nil {
 				return err
 			}
-			results[i] = result{state, next}
 		}
 		return nil
 	})
@@ -197,6 +199,13 @@ func (e *Engine) release(work []opWork, now time.Time) error {
 			r.limit = max(1, w.n/2)
 		case err != nil:
 			r.notBefore = now.Add(opRetryAfter)
+		case results[i].node != e.rt.node():
+			// Another node took it over while this one was thought dead
+			// (runtime_shared.go): it runs it from here, and its work list
+			// is not this node's to delete.
+			delete(e.ops, w.seq)
+			e.opts.Logger.Warn("a redrive operation this node ran was taken over by another node; leaving it to that node",
+				"operation_id", OperationID(w.seq), "node", e.rt.node(), "taken_by", results[i].node)
 		case results[i].state != opRunning:
 			delete(e.ops, w.seq)
 			e.opsPurge = append(e.opsPurge, w.seq)
@@ -208,36 +217,45 @@ func (e *Engine) release(work []opWork, now time.Time) error {
 	return err
 }
 
+// releaseResult is what a release transaction found of one operation: its
+// state and cursor after, and the node that runs it.
+type releaseResult struct {
+	state durablev1.OperationState
+	next  int64
+	node  string
+}
+
 // releaseNext releases up to n letters of operation seq, in the release
-// transaction: unless the operation has stopped running, each next item of
-// its work list is redriven if it is still dead-lettered and skipped if
-// not, and the cursor, the counters and the audit record move with them.
-// It returns the operation's state and cursor after.
-func (e *Engine) releaseNext(tx Tx, c *change, seq, n int64, now time.Time) (durablev1.OperationState, int64, error) {
+// transaction: unless the operation has stopped running or another node
+// runs it now, each next item of its work list is redriven if it is still
+// dead-lettered and skipped if not, and the cursor, the counters and the
+// audit record move with them.
+func (e *Engine) releaseNext(tx Tx, c *change, seq, n int64, now time.Time) (releaseResult, error) {
 	r, err := tx.GetOperation(seq)
 	if errors.Is(err, ErrNotFound) {
-		return opPreparing, 0, nil
+		return releaseResult{state: opPreparing, node: e.rt.node()}, nil
 	}
 	if err != nil {
-		return 0, 0, err
+		return releaseResult{}, err
 	}
 	op := r.GetOperation()
-	if op.GetState() != opRunning {
-		return op.GetState(), r.GetNext(), nil
+	out := releaseResult{state: op.GetState(), next: r.GetNext(), node: r.GetNode()}
+	if op.GetState() != opRunning || r.GetNode() != e.rt.node() {
+		return out, nil
 	}
 	refs, err := tx.OperationItems(seq, r.GetNext(), int(n))
 	if err != nil {
-		return 0, 0, err
+		return releaseResult{}, err
 	}
 	if int64(len(refs)) < min(n, op.GetMatched()-r.GetNext()) {
-		return 0, 0, fmt.Errorf("work list of %s ends at item %d of %d", op.GetId(), r.GetNext()+int64(len(refs)), op.GetMatched())
+		return releaseResult{}, fmt.Errorf("work list of %s ends at item %d of %d", op.GetId(), r.GetNext()+int64(len(refs)), op.GetMatched())
 	}
 	audit, err := tx.GetAudit(op.GetStartedTime().AsTime(), op.GetAuditId())
 	switch {
 	case errors.Is(err, ErrNotFound):
 		audit = nil // deleted by the audit retention
 	case err != nil:
-		return 0, 0, err
+		return releaseResult{}, err
 	}
 	by := Actor{Principal: op.GetPrincipal(), Role: op.GetRole()}
 	for _, ref := range refs {
@@ -249,7 +267,7 @@ func (e *Engine) releaseNext(tx Tx, c *change, seq, n int64, now time.Time) (dur
 		case errors.Is(err, ErrNotFound), errors.Is(err, ErrNotDeadLettered):
 			advance(r, skipped, now)
 		case err != nil:
-			return 0, 0, err
+			return releaseResult{}, err
 		default:
 			advance(r, released, now)
 			if audit != nil && len(audit.Activities) < auditListedActivities {
@@ -258,17 +276,18 @@ func (e *Engine) releaseNext(tx Tx, c *change, seq, n int64, now time.Time) (dur
 		}
 	}
 	if err := tx.PutOperation(r); err != nil {
-		return 0, 0, err
+		return releaseResult{}, err
 	}
 	if audit != nil {
 		audit.Count = op.GetReleased()
 		audit.Done = op.GetState() != opRunning
 		if err := e.writeAudit(tx, c, audit, audit.Done); err != nil {
-			return 0, 0, err
+			return releaseResult{}, err
 		}
 	}
 	c.operation(op)
-	return op.GetState(), r.GetNext(), nil
+	out.state, out.next = op.GetState(), r.GetNext()
+	return out, nil
 }
 
 // countReDeadLetter counts a letter that an operation released and that has

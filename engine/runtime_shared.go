@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -68,9 +69,12 @@ type sharedRuntime struct {
 
 	// refreshing serializes the reads of counts and books.
 	refreshing sync.Mutex
-	stopListen func()
-	stopCh     chan struct{}
-	done       chan struct{}
+	// lookedAlive is the nodes alive at the last look for operations
+	// whose node is gone (adoptOrphans); only the refresher touches it.
+	lookedAlive map[string]bool
+	stopListen  func()
+	stopCh      chan struct{}
+	done        chan struct{}
 }
 
 func newSharedRuntime(e *Engine, s SharedStore) *sharedRuntime {
@@ -405,6 +409,9 @@ func (r *sharedRuntime) refresher() {
 		if err := r.refresh(true); err != nil && !errors.Is(err, ErrClosed) {
 			r.e.opts.Logger.Warn("reading the activity counts and task queues", "err", err)
 		}
+		if err := r.adoptOrphans(); err != nil && !errors.Is(err, ErrClosed) {
+			r.e.opts.Logger.Warn("looking for redrive operations of nodes that are gone", "err", err)
+		}
 	}
 }
 
@@ -514,38 +521,17 @@ func (r *sharedRuntime) aliveNodes() (map[string]bool, error) {
 
 // adoptOperations keeps, of the running operations loadOperations found,
 // those this node runs: the ones it started, and the ones whose node is no
-// longer alive, which it takes over in a transaction (of two nodes starting
-// at once, one commits and the other, run again, finds the operation
-// taken by a live node). A prepared operation a live node is still writing
-// is not deleted.
+// longer alive, which it takes over (takeOver). A prepared operation a live
+// node is still writing is not deleted.
 func (r *sharedRuntime) adoptOperations() error {
 	e := r.e
 	self := r.store.Node()
 	for seq := range e.ops {
-		keep := false
-		err := r.store.Update(func(tx Tx) error {
-			keep = false
-			rec, err := tx.GetOperation(seq)
-			if err != nil {
-				return ignoreNotFound(err)
-			}
-			switch owner := rec.GetNode(); {
-			case owner == self:
-				keep = true
-				return nil
-			case owner != "":
-				alive, err := r.aliveNodes()
-				if err != nil || alive[owner] {
-					return err
-				}
-			}
-			rec.Node, keep = self, true
-			return tx.PutOperation(rec)
-		})
+		rec, _, err := r.takeOver(seq)
 		if err != nil {
 			return fmt.Errorf("take over operation %s: %w", OperationID(seq), err)
 		}
-		if !keep {
+		if rec == nil {
 			delete(e.ops, seq)
 		}
 	}
@@ -575,4 +561,105 @@ func (r *sharedRuntime) adoptOperations() error {
 	})
 	e.opsPurge = purge
 	return err
+}
+
+// takeOver makes this node the one that runs operation seq, unless the
+// operation has stopped running or a live node other than this one runs it,
+// and returns its record (nil when it is not this node's to run) and the
+// node its record named before. It runs in a transaction of its own: of two
+// nodes taking one operation over at once, one commits and the other, run
+// again, finds it taken by a live node. The node it was taken from, should
+// it be alive after all (a pause longer than nodeAliveWithin), finds the
+// record changed at its next release and stops (releaser.go).
+func (r *sharedRuntime) takeOver(seq int64) (taken *durablev1.OperationRecord, from string, err error) {
+	self := r.store.Node()
+	err = r.store.Update(func(tx Tx) error {
+		taken, from = nil, ""
+		rec, err := tx.GetOperation(seq)
+		if err != nil {
+			return ignoreNotFound(err)
+		}
+		from = rec.GetNode()
+		if rec.GetOperation().GetState() != opRunning {
+			return nil
+		}
+		switch owner := rec.GetNode(); {
+		case owner == self:
+			taken = rec
+			return nil
+		case owner != "":
+			alive, err := r.aliveNodes()
+			if err != nil || alive[owner] {
+				return err
+			}
+		}
+		rec.Node = self
+		if err := tx.PutOperation(rec); err != nil {
+			return err
+		}
+		taken = rec
+		return nil
+	})
+	return taken, from, err
+}
+
+// adoptOrphans takes over the running operations of nodes that are no
+// longer alive (a node that died, or stopped, while it ran one), so that a
+// redrive goes on through the nodes left instead of waiting for its node to
+// come back, and runs any whose record names this node that it does not run
+// yet: the record says which node runs an operation. The operation records
+// are read only when the nodes alive differ from the last look: a node that
+// dies is seen dead once, nodeAliveWithin after its last heartbeat.
+func (r *sharedRuntime) adoptOrphans() error {
+	e := r.e
+	if err := e.gate.err(); err != nil {
+		return nil // writes are refused: the look waits for them
+	}
+	alive, err := r.aliveNodes()
+	if err != nil {
+		return err
+	}
+	if r.lookedAlive != nil && maps.Equal(alive, r.lookedAlive) {
+		return nil
+	}
+	self := r.store.Node()
+	e.mu.Lock()
+	running := maps.Clone(e.ops)
+	e.mu.Unlock()
+	var orphans []int64
+	err = r.store.View(func(tx Tx) error {
+		orphans = orphans[:0]
+		_, err := tx.Operations(nil, func(rec *durablev1.OperationRecord) bool {
+			owner := rec.GetNode()
+			switch {
+			case rec.GetOperation().GetState() != opRunning:
+			case owner == self && running[rec.GetSeq()] == nil, owner != self && !alive[owner]:
+				orphans = append(orphans, rec.GetSeq())
+			}
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, seq := range orphans {
+		rec, from, err := r.takeOver(seq)
+		if err != nil {
+			return fmt.Errorf("take over operation %s: %w", OperationID(seq), err)
+		}
+		if rec == nil {
+			continue
+		}
+		e.mu.Lock()
+		if e.ops[seq] == nil {
+			e.ops[seq] = resumed(rec, e.now())
+		}
+		e.mu.Unlock()
+		e.opts.Logger.Info("now running a redrive operation", "operation_id", OperationID(seq),
+			"node", self, "from", from, "released", rec.GetNext(), "matched", rec.GetOperation().GetMatched())
+		e.wakeOps()
+	}
+	r.lookedAlive = alive
+	return nil
 }

@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -511,4 +513,91 @@ func pollWorkflowAfterTimer(t *testing.T, e *engine.Engine, session string) *dur
 		t.Fatalf("workflow poll for %s: %v, %v", session, r, err)
 	}
 	return r
+}
+
+// redriveOnA dead-letters 30 activities through node a of nodes (on clock),
+// starts a redrive operation of them there at 10 a second, and returns the
+// harnesses of the nodes, the workflows and the operation once 11 letters
+// have gone out.
+func redriveOnA(t *testing.T, nodes []*node, clock *engine.FakeClock) ([]*harness, []string, *durablev1.Operation) {
+	t.Helper()
+	var hs []*harness
+	for _, n := range nodes {
+		hs = append(hs, &harness{t: t, e: n.e, clock: clock})
+	}
+	wfs := hs[0].deadLetters("carry", 30, "X")
+	op := hs[0].startOp(&durablev1.RedriveDeadLettersRequest{Rate: 10, Reason: "INC-9"})
+	clock.Advance(time.Second)
+	hs[0].waitOp(op.GetId(), "11 released", released(11))
+	return hs, wfs, op
+}
+
+// checkRedrivenOnce checks that operation op, seen through h, completed
+// with every letter of wfs released once, and that its audit record says so.
+func checkRedrivenOnce(t *testing.T, h *harness, op *durablev1.Operation, wfs []string) {
+	t.Helper()
+	got := h.waitOpAdvancing(op.GetId(), "completed", finished)
+	if got.GetState() != opCompleted || got.GetReleased() != int64(len(wfs)) || got.GetSkipped() != 0 || got.GetLeft() != 0 {
+		t.Fatalf("finished %v, want completed with all %d released", got, len(wfs))
+	}
+	for _, wf := range wfs {
+		if n := len(h.redriven(wf)); n != 1 {
+			t.Errorf("%s redriven %d times, want once", wf, n)
+		}
+	}
+	if r := h.audit()[0]; r.GetCount() != int64(len(wfs)) || !r.GetDone() {
+		t.Errorf("audit record = %v, want %d and done", r, len(wfs))
+	}
+}
+
+// TestSharedNodesCarryOnARedriveOperationOfANodeThatStopped: a redrive
+// operation goes on through another node once the node that ran it is gone,
+// from the letters it had released, each letter released once.
+func TestSharedNodesCarryOnARedriveOperationOfANodeThatStopped(t *testing.T) {
+	t.Parallel()
+	clock := engine.NewFakeClock(t0)
+	nodes := sharedNodes(t, 2, engine.Options{Clock: clock})
+	hs, wfs, op := redriveOnA(t, nodes, clock)
+	nodes[0].e.Close()
+	nodes[0].store.Close() // a is gone; b sees it gone at its next look
+	checkRedrivenOnce(t, hs[1], op, wfs)
+}
+
+// TestSharedNodesRunAnOperationOnlyOnTheNodeItsRecordNames: a node that
+// finds at a release that the record names another node (which took the
+// operation over while this one looked dead) leaves the operation to it and
+// says so; the other node runs it to the end, each letter released once.
+func TestSharedNodesRunAnOperationOnlyOnTheNodeItsRecordNames(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	clock := engine.NewFakeClock(t0)
+	nodes := sharedNodes(t, 3, engine.Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	hs, wfs, op := redriveOnA(t, nodes, clock)
+	// What b's takeover would write, had a paused past its liveness.
+	var seq int64
+	if _, err := fmt.Sscanf(op.GetId(), "op-%d", &seq); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].store.Update(func(tx engine.Tx) error {
+		rec, err := tx.GetOperation(seq)
+		if err != nil {
+			return err
+		}
+		rec.Node = "b"
+		return tx.PutOperation(rec)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// c stopping makes b look at the operations again.
+	nodes[2].e.Close()
+	nodes[2].store.Close()
+	checkRedrivenOnce(t, hs[1], op, wfs)
+	for _, want := range []string{
+		fmt.Sprintf(`msg="a redrive operation this node ran was taken over by another node; leaving it to that node" operation_id=%s node=a taken_by=b`, op.GetId()),
+		fmt.Sprintf(`msg="now running a redrive operation" operation_id=%s node=b from=b`, op.GetId()),
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, logs.String())
+		}
+	}
 }

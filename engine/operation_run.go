@@ -59,7 +59,7 @@ func (e *Engine) RedriveDeadLetters(ctx context.Context, by Actor, req *durablev
 				seq = e.rt.nextOpSeq(c)
 			}
 			r := &durablev1.OperationRecord{Seq: seq, Operation: proto.Clone(tmpl).(*durablev1.Operation), Node: e.rt.node()}
-			r.Operation.Id = OperationID(seq)
+			r.Operation.Id, r.Operation.Node = OperationID(seq), r.GetNode()
 			if err := tx.PutOperationItems(seq, int64(from), chunk); err != nil {
 				return err
 			}

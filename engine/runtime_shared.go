@@ -593,7 +593,7 @@ func (r *sharedRuntime) takeOver(seq int64) (taken *durablev1.OperationRecord, f
 				return err
 			}
 		}
-		rec.Node = self
+		rec.Node, rec.Operation.Node = self, self
 		if err := tx.PutOperation(rec); err != nil {
 			return err
 		}

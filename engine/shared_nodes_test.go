@@ -558,9 +558,15 @@ func TestSharedNodesCarryOnARedriveOperationOfANodeThatStopped(t *testing.T) {
 	clock := engine.NewFakeClock(t0)
 	nodes := sharedNodes(t, 2, engine.Options{Clock: clock})
 	hs, wfs, op := redriveOnA(t, nodes, clock)
+	if op.GetNode() != "a" {
+		t.Fatalf("the operation started on a names node %q", op.GetNode())
+	}
 	nodes[0].e.Close()
 	nodes[0].store.Close() // a is gone; b sees it gone at its next look
 	checkRedrivenOnce(t, hs[1], op, wfs)
+	if got := hs[1].op(op.GetId()); got.GetNode() != "b" {
+		t.Errorf("the operation b finished names node %q", got.GetNode())
+	}
 }
 
 // TestSharedNodesRunAnOperationOnlyOnTheNodeItsRecordNames: a node that

@@ -395,7 +395,7 @@ func fixtureOperations() []*durablev1.Operation {
 			Principal: "ana", Role: "operator", Reason: "INC-7 gateway back, redriving the timeouts",
 			Filter: &durablev1.DeadLetterFilter{ActivityType: "ChargeCard", FailureType: "GatewayTimeout"},
 			Rate:   5, Matched: 300, Released: 120, Skipped: 2, ReDeadLettered: 1, Left: 178,
-			StartedTime: at(-25 * time.Second), AuditId: 42},
+			StartedTime: at(-25 * time.Second), AuditId: 42, Node: "node-2"},
 		{Id: "op-5", Kind: "redrive", State: durablev1.OperationState_OPERATION_STATE_CANCELLED,
 			Principal: "ops-bot", Role: "operator", Listed: true, Rate: 50, Matched: 40, Released: 12, Left: 28,
 			StartedTime: at(-10 * time.Minute), FinishedTime: at(-10*time.Minute + 3*time.Second), AuditId: 40,

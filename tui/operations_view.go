@@ -415,6 +415,9 @@ func (c operationScreen) View(m Model, h int) string {
 		rate += st.Muted.Render(fmt.Sprintf(" · %.1f/s so far", pace))
 	}
 	field("rate", rate)
+	if n := op.GetNode(); n != "" {
+		field("node", n+st.Muted.Render(" runs it; another node takes it over if this one is gone"))
+	}
 	who := op.GetPrincipal()
 	if r := op.GetRole(); r != "" {
 		who += " (" + r + ")"

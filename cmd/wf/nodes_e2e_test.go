@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -131,4 +132,105 @@ func TestTwoNodesOnOneDatabaseShowInWfNodes(t *testing.T) {
 	if nodes := nodesOf(t, b.Addr); !nodes["node-b"].GetAlive() || !nodes["node-a"].GetAlive() {
 		t.Fatalf("after node-b restarted: %v, want both alive", nodes)
 	}
+}
+
+// TestARedriveOperationGoesOnWhenItsNodeIsSIGKILLed runs two real durabled
+// nodes on one PostgreSQL database and starts a redrive operation through
+// node-a: wf ops names node-a as the node that runs it. node-a is then
+// SIGKILLed midway; node-b takes the operation over once node-a has been
+// silent past the liveness window, wf ops names node-b, and the operation
+// completes with every letter released once.
+func TestARedriveOperationGoesOnWhenItsNodeIsSIGKILLed(t *testing.T) {
+	t.Parallel()
+	dsn := testpg.Database(t)
+	args := func(node string) []string {
+		return []string{"--store", "postgres", "--postgres-dsn", dsn, "--node", node}
+	}
+	a := testdaemon.Exec(t, "", args("node-a")...)
+	b := testdaemon.Exec(t, "", args("node-b")...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Twenty activities of one workflow, each failed once with no retry.
+	const letters = 20
+	svc := dial(t, b.Addr).Service()
+	if _, err := svc.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: "outage", WorkflowType: "T", TaskQueue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	wt, err := svc.PollWorkflowTask(ctx, &durablev1.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schedule []*durablev1.Command
+	for i := range letters {
+		schedule = append(schedule, &durablev1.Command{Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY,
+			ActivityId: fmt.Sprint(i), ActivityType: "Charge",
+			ActivityOptions: &durablev1.ActivityOptions{RetryPolicy: &durablev1.RetryPolicy{MaxAttempts: 1}}})
+	}
+	if _, err := svc.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Commands: schedule}); err != nil {
+		t.Fatal(err)
+	}
+	for failed := 0; failed < letters; {
+		r, err := svc.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "w", MaxTasks: letters})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range r.GetTasks() {
+			if _, err := svc.FailActivityTask(ctx, &durablev1.FailActivityRequest{TaskToken: task.GetTaskToken(),
+				Failure: &durablev1.Failure{Type: "Down", Message: "down"}}); err != nil {
+				t.Fatal(err)
+			}
+			failed++
+		}
+	}
+
+	out := wf(t, "--addr", a.Addr, "dlq", "redrive", "--all", "--rate", "4", "--reason", "INC-7").wantCode(t, exitOK).stdout
+	id := strings.TrimSuffix(strings.Fields(out)[1], ":") // "started op-N: redriving …"
+	describe := func(addr string) *durablev1.Operation {
+		op := new(durablev1.Operation)
+		unmarshal(t, wf(t, "--addr", addr, "--json", "ops", "describe", id).wantCode(t, exitOK).stdout, op)
+		return op
+	}
+	if op := describe(b.Addr); op.GetNode() != "node-a" || op.GetMatched() != letters {
+		t.Fatalf("%s through node-b = %v, want it run by node-a over %d letters", id, op, letters)
+	}
+	mustContain(t, lineWith(wf(t, "--addr", b.Addr, "ops", "list").wantCode(t, exitOK).stdout, id), " node-a ")
+	mustContain(t, wf(t, "--addr", b.Addr, "ops", "describe", id).wantCode(t, exitOK).stdout, "Node:", "node-a")
+	for describe(b.Addr).GetReleased() < 2 {
+		if ctx.Err() != nil {
+			t.Fatal("node-a released nothing")
+		}
+		time.Sleep(50 * time.Millisecond) // pacing between polls; the condition decides
+	}
+
+	a.Kill()
+	killed := time.Now()
+	var op *durablev1.Operation
+	for op = describe(b.Addr); op.GetState() == durablev1.OperationState_OPERATION_STATE_RUNNING; op = describe(b.Addr) {
+		if ctx.Err() != nil {
+			t.Fatalf("%s still running long after node-a's SIGKILL: %v", id, op)
+		}
+		time.Sleep(100 * time.Millisecond) // pacing between polls; the condition decides
+	}
+	t.Logf("%s completed through node-b %s after node-a's SIGKILL", id, time.Since(killed).Round(time.Millisecond))
+	if op.GetState() != durablev1.OperationState_OPERATION_STATE_COMPLETED || op.GetNode() != "node-b" ||
+		op.GetReleased() != letters || op.GetSkipped() != 0 {
+		t.Fatalf("%s = %v, want completed by node-b with all %d released", id, op, letters)
+	}
+	h, err := svc.GetWorkflowHistory(ctx, &durablev1.GetWorkflowHistoryRequest{WorkflowId: "outage"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	redriven := map[string]int{}
+	for _, e := range h.GetEvents() {
+		if e.GetType() == durablev1.EventType_EVENT_TYPE_ACTIVITY_REDRIVEN {
+			redriven[e.GetActivityId()]++
+		}
+	}
+	for i := range letters {
+		if n := redriven[fmt.Sprint(i)]; n != 1 {
+			t.Errorf("activity %d redriven %d times, want once", i, n)
+		}
+	}
+	mustContain(t, b.Logs(), `msg="now running a redrive operation"`, "operation_id="+id, "from=node-a")
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +19,9 @@ const opsUsage = `Usage: wf ops list [--limit N]
 Operations are work the daemon does on an operator's behalf at its own
 pace: today, redrive operations started by 'wf dlq redrive --all'. The
 daemon runs them whatever happens to the wf that started them, and goes on
-with them after a restart.
+with them after a restart. Where several nodes share a database, NODE is the
+node that runs each one; when that node dies or stops, another takes its
+operations over within seconds and NODE changes.
 
 list shows the newest first: state, who started it and when, progress
 (released of matched, skipped, and how many of the released letters have
@@ -91,14 +94,7 @@ func (c *cli) opsList(args []string) int {
 		fmt.Fprintln(c.stdout, "No operations.")
 		return exitOK
 	}
-	now := time.Now()
-	t := table(c.stdout)
-	row(t, "ID", "STATE", "STARTED", "BY", "PROGRESS", "RATE", "SELECTION", "REASON")
-	for _, op := range ops {
-		row(t, op.GetId(), opState(op.GetState()), relative(op.GetStartedTime().AsTime(), now), dash(op.GetPrincipal()),
-			opProgress(op), strconv.FormatFloat(op.GetRate(), 'f', -1, 64)+"/s", cut(opSelection(op), 50), dash(cut(op.GetReason(), 60)))
-	}
-	t.Flush()
+	printOperations(c.stdout, ops, time.Now())
 	n := len(ops)
 	more := ""
 	if *limit > 0 && n == *limit {
@@ -106,6 +102,28 @@ func (c *cli) opsList(args []string) int {
 	}
 	fmt.Fprintf(c.stdout, "%d %s%s\n", n, plural(n, "operation", "operations"), more)
 	return exitOK
+}
+
+// printOperations writes operations as a table, a row each.
+func printOperations(w io.Writer, ops []*durablev1.Operation, now time.Time) {
+	t := table(w)
+	// NODE only where nodes share a store and so name the one that runs
+	// each operation.
+	nodes := slices.ContainsFunc(ops, func(op *durablev1.Operation) bool { return op.GetNode() != "" })
+	head := []string{"ID", "STATE", "STARTED", "BY", "PROGRESS", "RATE", "SELECTION", "REASON"}
+	if nodes {
+		head = slices.Insert(head, 2, "NODE")
+	}
+	row(t, head...)
+	for _, op := range ops {
+		cells := []string{op.GetId(), opState(op.GetState()), relative(op.GetStartedTime().AsTime(), now), dash(op.GetPrincipal()),
+			opProgress(op), strconv.FormatFloat(op.GetRate(), 'f', -1, 64) + "/s", cut(opSelection(op), 50), dash(cut(op.GetReason(), 60))}
+		if nodes {
+			cells = slices.Insert(cells, 2, dash(op.GetNode()))
+		}
+		row(t, cells...)
+	}
+	t.Flush()
 }
 
 func (c *cli) opsDescribe(args []string) int {
@@ -165,6 +183,9 @@ func printOperation(w io.Writer, op *durablev1.Operation, now time.Time) {
 	row(t, "Operation:", op.GetId())
 	row(t, "Kind:", dash(op.GetKind()))
 	row(t, "State:", opState(op.GetState()))
+	if n := op.GetNode(); n != "" {
+		row(t, "Node:", n+" (the node that runs it; another takes it over if this one is gone)")
+	}
 	row(t, "Started:", fmt.Sprintf("%s by %s (%s)", stampAgo(op.GetStartedTime(), now), dash(op.GetPrincipal()), dash(op.GetRole())))
 	row(t, "Reason:", dash(op.GetReason()))
 	row(t, "Selection:", opSelection(op))

@@ -3685,8 +3685,12 @@ type Operation struct {
 	// The audit record of its start.
 	AuditId int64 `protobuf:"varint,18,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
 	// Cancelled: by whom and why.
-	CancelledBy   string `protobuf:"bytes,19,opt,name=cancelled_by,json=cancelledBy,proto3" json:"cancelled_by,omitempty"`
-	CancelReason  string `protobuf:"bytes,20,opt,name=cancel_reason,json=cancelReason,proto3" json:"cancel_reason,omitempty"`
+	CancelledBy  string `protobuf:"bytes,19,opt,name=cancelled_by,json=cancelledBy,proto3" json:"cancelled_by,omitempty"`
+	CancelReason string `protobuf:"bytes,20,opt,name=cancel_reason,json=cancelReason,proto3" json:"cancel_reason,omitempty"`
+	// On a store several nodes share (PostgreSQL), the node that runs it:
+	// the one that started it, or the one that took it over when that node
+	// was gone. Empty on a store one daemon uses alone.
+	Node          string `protobuf:"bytes,21,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3857,6 +3861,13 @@ func (x *Operation) GetCancelledBy() string {
 func (x *Operation) GetCancelReason() string {
 	if x != nil {
 		return x.CancelReason
+	}
+	return ""
+}
+
+func (x *Operation) GetNode() string {
+	if x != nil {
+		return x.Node
 	}
 	return ""
 }
@@ -6290,7 +6301,7 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\amatched\x18\x01 \x01(\x03R\amatched\x12\x19\n" +
 	"\baudit_id\x18\x04 \x01(\x03R\aauditId\x123\n" +
 	"\toperation\x18\x06 \x01(\v2\x15.durable.v1.OperationR\toperation\x125\n" +
-	"\apreview\x18\a \x03(\v2\x1b.durable.v1.PendingActivityR\apreviewJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04J\x04\b\x05\x10\x06R\bredrivenR\askippedR\x05count\"\xac\x05\n" +
+	"\apreview\x18\a \x03(\v2\x1b.durable.v1.PendingActivityR\apreviewJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04J\x04\b\x05\x10\x06R\bredrivenR\askippedR\x05count\"\xc0\x05\n" +
 	"\tOperation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x120\n" +
@@ -6312,7 +6323,8 @@ const file_durable_v1_durable_proto_rawDesc = "" +
 	"\rfinished_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\ffinishedTime\x12\x19\n" +
 	"\baudit_id\x18\x12 \x01(\x03R\aauditId\x12!\n" +
 	"\fcancelled_by\x18\x13 \x01(\tR\vcancelledBy\x12#\n" +
-	"\rcancel_reason\x18\x14 \x01(\tR\fcancelReason\"*\n" +
+	"\rcancel_reason\x18\x14 \x01(\tR\fcancelReason\x12\x12\n" +
+	"\x04node\x18\x15 \x01(\tR\x04node\"*\n" +
 	"\x18DescribeOperationRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\\\n" +
 	"\x15ListOperationsRequest\x12\x1b\n" +

@@ -472,8 +472,9 @@ type OperationRecord struct {
 	// The work list is gone: deleted once the operation finished.
 	ItemsDeleted bool `protobuf:"varint,4,opt,name=items_deleted,json=itemsDeleted,proto3" json:"items_deleted,omitempty"`
 	// On a store several nodes share, the node whose releaser runs the
-	// operation: the one that started it, or one that took it over at its
-	// start when that node was no longer alive. Empty on a store one node
+	// operation: the one that started it, or one that took it over when that
+	// node was no longer alive (at its start, or when it saw the node gone).
+	// operation.node says the same to clients. Empty on a store one node
 	// uses.
 	Node          string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields

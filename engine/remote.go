@@ -24,6 +24,7 @@ func noticeOf(changes []*change) Notice {
 	queued := map[queueKey]int{}
 	acts := map[ActivityKey]bool{}
 	wfs := map[string]bool{}
+	ops := map[int64]bool{}
 	addAct := func(k ActivityKey) {
 		if !acts[k] {
 			acts[k] = true
@@ -57,6 +58,12 @@ func noticeOf(changes []*change) Notice {
 		}
 		n.Overrides = n.Overrides || len(c.overrides) > 0
 		n.Operations = n.Operations || len(c.operations) > 0
+		for _, op := range c.operations {
+			if seq, ok := operationSeq(op.GetId()); ok && !ops[seq] {
+				ops[seq] = true
+				n.OperationSeqs = append(n.OperationSeqs, seq)
+			}
+		}
 	}
 	return n
 }
@@ -64,7 +71,7 @@ func noticeOf(changes []*change) Notice {
 // empty reports whether a notice says nothing.
 func (n Notice) empty() bool {
 	return len(n.Queued) == 0 && len(n.Closed) == 0 && len(n.Activities) == 0 && len(n.Workflows) == 0 &&
-		!n.Overrides && !n.Operations
+		!n.Overrides && !n.Operations && len(n.OperationSeqs) == 0
 }
 
 // heard acts on a notice of another node. It runs on the store's listening
@@ -95,8 +102,8 @@ func (e *Engine) heard(n Notice) {
 	if n.Overrides {
 		e.reloadOverrides()
 	}
-	if watched && (len(n.Activities) > 0 || len(n.Workflows) > 0) {
-		e.showRemote(n.Activities, n.Workflows)
+	if watched && (len(n.Activities) > 0 || len(n.Workflows) > 0 || len(n.OperationSeqs) > 0) {
+		e.showRemote(n.Activities, n.Workflows, n.OperationSeqs)
 	}
 	if n.Operations {
 		e.wakeOps()
@@ -140,12 +147,12 @@ func (e *Engine) resync() {
 	}
 }
 
-// showRemote sends watchers the activities and workflows another node
-// changed, as the store has them now: upserts, and removals for the
-// activities gone. publishing is held from the read to the send, so that
-// no change of this node is published between them: a watcher gets each
-// record's states in the order they were committed.
-func (e *Engine) showRemote(acts []ActivityKey, wfs []string) {
+// showRemote sends watchers the activities, workflows and operations
+// another node changed, as the store has them now: upserts, and removals
+// for the activities gone. publishing is held from the read to the send, so
+// that no change of this node is published between them: a watcher gets
+// each record's states in the order they were committed.
+func (e *Engine) showRemote(acts []ActivityKey, wfs []string, ops []int64) {
 	e.publishing.Lock()
 	defer e.publishing.Unlock()
 	c := &change{}
@@ -171,6 +178,18 @@ func (e *Engine) showRemote(acts []ActivityKey, wfs []string) {
 			}
 			showWorkflowTask(w)
 			c.workflow(w)
+		}
+		for _, seq := range ops {
+			r, err := tx.GetOperation(seq)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if r.GetOperation().GetState() != opPreparing {
+				c.operation(r.GetOperation())
+			}
 		}
 		return nil
 	})

@@ -92,8 +92,10 @@ type Notice struct {
 	Workflows  []string
 	// Overrides says the policy overrides changed.
 	Overrides bool
-	// Operations says redrive operations were started or changed.
-	Operations bool
+	// Operations says redrive operations were started or changed, and
+	// OperationSeqs names them by number, for watchers.
+	Operations    bool
+	OperationSeqs []int64
 }
 
 // QueuedNotice names a queue that got entries and the earliest due time

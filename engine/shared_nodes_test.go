@@ -607,3 +607,49 @@ func TestSharedNodesRunAnOperationOnlyOnTheNodeItsRecordNames(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedNodesShowAWatcherOnOneTheOperationsRunThroughAnother: a watcher
+// on node b sees a redrive operation started through node a, its progress,
+// and its end.
+func TestSharedNodesShowAWatcherOnOneTheOperationsRunThroughAnother(t *testing.T) {
+	t.Parallel()
+	clock := engine.NewFakeClock(t0)
+	nodes := sharedNodes(t, 2, engine.Options{Clock: clock})
+	a := &harness{t: t, e: nodes[0].e, clock: clock}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ops := make(chan *durablev1.Operation, 1000)
+	snapshotDone := make(chan struct{})
+	go nodes[1].e.Watch(ctx, &durablev1.WatchRequest{}, func(ev *durablev1.WatchEvent) error {
+		if ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
+			close(snapshotDone)
+		}
+		for _, op := range ev.GetOperations() {
+			ops <- op
+		}
+		return nil
+	})
+	<-snapshotDone
+	a.deadLetters("seen", 5, "X")
+	op := a.startOp(&durablev1.RedriveDeadLettersRequest{Rate: 10, Reason: "INC-8"})
+	// until reads the operations b's watcher got until one satisfies ok,
+	// moving the clock on while none comes.
+	until := func(what string, ok func(*durablev1.Operation) bool) {
+		t.Helper()
+		deadline := time.After(hangAfter)
+		for {
+			select {
+			case got := <-ops:
+				if got.GetId() == op.GetId() && ok(got) {
+					return
+				}
+			case <-time.After(100 * time.Millisecond):
+				clock.Advance(time.Second)
+			case <-deadline:
+				t.Fatalf("b's watcher did not see %s of %s within %s", what, op.GetId(), hangAfter)
+			}
+		}
+	}
+	until("its start", func(got *durablev1.Operation) bool { return got.GetNode() == "a" && got.GetMatched() == 5 })
+	until("its end", func(got *durablev1.Operation) bool { return got.GetState() == opCompleted && got.GetReleased() == 5 })
+}

@@ -32,6 +32,7 @@ const (
 //	'c' workflow:str                      a workflow that closed
 //	'a' workflow:str activity:str         an activity written or removed
 //	'w' workflow:str                      a workflow written
+//	'o' seq:uvarint                       an operation started or changed
 //
 // str is a uvarint length and the bytes; due is UTC Unix nanoseconds, 0 for
 // the zero time. Base64 keeps any id, whatever its bytes, a valid payload in
@@ -40,6 +41,11 @@ const (
 // listener joins the parts before it hands the notice on. Parts of one
 // transaction reach a listener one after another (PostgreSQL queues a
 // transaction's notifications together, at commit).
+//
+// 'o' items came after the first nodes of this version, whose decoder
+// refuses a part with an item it does not know: they travel in a notice of
+// their own (Notify), so that such a node loses only them, not the wake-ups
+// of the rest, while the nodes of a database are upgraded one by one.
 const noticeVersion = 1
 
 const (
@@ -49,10 +55,11 @@ const (
 )
 
 const (
-	itemQueued   = 'q'
-	itemClosed   = 'c'
-	itemActivity = 'a'
-	itemWorkflow = 'w'
+	itemQueued    = 'q'
+	itemClosed    = 'c'
+	itemActivity  = 'a'
+	itemWorkflow  = 'w'
+	itemOperation = 'o'
 )
 
 // errNotice is a payload that is not a notice part of this version.
@@ -81,6 +88,9 @@ func encodeNotice(n engine.Notice, node string, inc int64, number int) []string 
 	}
 	for _, id := range n.Workflows {
 		items = append(items, appendStr([]byte{itemWorkflow}, id))
+	}
+	for _, seq := range n.OperationSeqs {
+		items = append(items, binary.AppendUvarint([]byte{itemOperation}, uint64(seq)))
 	}
 
 	head := func(flags byte) []byte {
@@ -197,6 +207,8 @@ func decodePart(payload string) (noticePart, error) {
 			n.Activities = append(n.Activities, a)
 		case itemWorkflow:
 			n.Workflows = append(n.Workflows, r.str())
+		case itemOperation:
+			n.OperationSeqs = append(n.OperationSeqs, int64(r.uvarint()))
 		default:
 			return p, fmt.Errorf("%w: item tag %q", errNotice, tag)
 		}
@@ -215,4 +227,5 @@ func join(n *engine.Notice, p engine.Notice) {
 	n.Workflows = append(n.Workflows, p.Workflows...)
 	n.Overrides = n.Overrides || p.Overrides
 	n.Operations = n.Operations || p.Operations
+	n.OperationSeqs = append(n.OperationSeqs, p.OperationSeqs...)
 }

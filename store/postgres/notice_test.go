@@ -22,6 +22,7 @@ func TestEncodeNotice_PartsFitThePayloadLimitAndJoinBackWhole(t *testing.T) {
 	}{
 		{"Empty", engine.Notice{}, 1},
 		{"Flags", engine.Notice{Overrides: true, Operations: true}, 1},
+		{"Operations", engine.Notice{OperationSeqs: []int64{1, 300, 1 << 40}}, 1},
 		{"OddBytes", engine.Notice{
 			Queued:     []engine.QueuedNotice{{Kind: engine.WorkflowTask, Queue: odd, Due: time.Unix(0, 1).UTC()}},
 			Closed:     []string{odd},

@@ -354,3 +354,19 @@ func TestCancelDialogFollowsTheOperation(t *testing.T) {
 		t.Fatalf("dialog after it completed:\n%s", v)
 	}
 }
+
+// TestLongOperationIDsAreShownWhole: the ids of a database several nodes
+// share run to many digits, and the list keeps them whole at 80 columns,
+// since an id is what wf ops takes.
+func TestLongOperationIDsAreShownWhole(t *testing.T) {
+	t.Parallel()
+	m := setup(t, fixtureBackend(), Params{})
+	m = feed(m, snapshot(fixtureActivities(), fixtureWorkflows())...)
+	op := opAt(opRunning, 1, 0)
+	op.Id = "op-77003"
+	m = feed(m, upsertOps(op))
+	m = press(m, "5")
+	if view := ansi.Strip(m.View()); !strings.Contains(view, "op-77003") {
+		t.Fatalf("the operations screen cuts op-77003:\n%s", view)
+	}
+}

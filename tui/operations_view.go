@@ -6,6 +6,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/tinyllm/durable/activity"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,9 @@ import (
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
+
+// maxOpIDWidth bounds how wide the ID column grows for long ids.
+const maxOpIDWidth = 14
 
 // opColumns keep the progress and the times on a narrow terminal; who, what
 // and the finer counts come back as it widens (the full record has them all).
@@ -313,8 +317,14 @@ func (c operationsScreen) View(m Model, h int) string {
 			"  " + st.Muted.Render("no operations running or finished in the last day: R on the dead letters"),
 			"  " + st.Muted.Render("view (or wf dlq redrive --all) starts one; wf ops list shows older ones")}, "\n")
 	}
-	shown, widths := layout(opColumns, m.width)
-	lines := []string{renderHeader(st, opColumns, shown, widths)}
+	// The id is what wf ops takes: its column is as wide as the longest
+	// (ids of a database several nodes share run to many digits).
+	cols := slices.Clone(opColumns)
+	for i := range set.Len() {
+		cols[0].min = max(cols[0].min, min(len(set.At(i).GetId()), maxOpIDWidth))
+	}
+	shown, widths := layout(cols, m.width)
+	lines := []string{renderHeader(st, cols, shown, widths)}
 	for i, op := range set.Window(c.offset, h-1) {
 		lines = append(lines, renderRow(st, m.opCells(op), shown, widths, c.offset+i == c.cursor))
 	}

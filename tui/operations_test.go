@@ -362,11 +362,22 @@ func TestLongOperationIDsAreShownWhole(t *testing.T) {
 	t.Parallel()
 	m := setup(t, fixtureBackend(), Params{})
 	m = feed(m, snapshot(fixtureActivities(), fixtureWorkflows())...)
-	op := opAt(opRunning, 1, 0)
+	op := opAt(opCompleted, 3, 0) // not running: the status line does not name it
 	op.Id = "op-77003"
 	m = feed(m, upsertOps(op))
 	m = press(m, "5")
-	if view := ansi.Strip(m.View()); !strings.Contains(view, "op-77003") {
-		t.Fatalf("the operations screen cuts op-77003:\n%s", view)
+	view := ansi.Strip(m.View())
+	if row := lineWith(view, "completed"); !strings.Contains(row, "op-77003 ") {
+		t.Fatalf("the operations screen cuts op-77003 (row %q):\n%s", row, view)
 	}
+}
+
+// lineWith returns the first line of s that contains sub, or "".
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
 }

@@ -426,7 +426,11 @@ func (c operationScreen) View(m Model, h int) string {
 	}
 	field("rate", rate)
 	if n := op.GetNode(); n != "" {
-		field("node", n+st.Muted.Render(" runs it; another node takes it over if this one is gone"))
+		if isRunning(op) {
+			field("node", n+st.Muted.Render(" runs it; another node takes it over if this one is gone"))
+		} else {
+			field("node", n+st.Muted.Render(" ran it"))
+		}
 	}
 	who := op.GetPrincipal()
 	if r := op.GetRole(); r != "" {

@@ -184,7 +184,12 @@ func printOperation(w io.Writer, op *durablev1.Operation, now time.Time) {
 	row(t, "Kind:", dash(op.GetKind()))
 	row(t, "State:", opState(op.GetState()))
 	if n := op.GetNode(); n != "" {
-		row(t, "Node:", n+" (the node that runs it; another takes it over if this one is gone)")
+		if op.GetState() == durablev1.OperationState_OPERATION_STATE_RUNNING {
+			n += " (runs it; another node takes it over if this one is gone)"
+		} else {
+			n += " (ran it)"
+		}
+		row(t, "Node:", n)
 	}
 	row(t, "Started:", fmt.Sprintf("%s by %s (%s)", stampAgo(op.GetStartedTime(), now), dash(op.GetPrincipal()), dash(op.GetRole())))
 	row(t, "Reason:", dash(op.GetReason()))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +78,29 @@ func TestPreview(t *testing.T) {
 		if got := preview(tt.in, tt.max); got != tt.want {
 			t.Errorf("preview(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
 		}
+	}
+}
+
+// TestPrintOperation_NamesItsNodeWhereNodesShareAStore: describe names the
+// node that runs an operation, or ran one that finished, and has no such
+// line on a store one daemon uses (no node).
+func TestPrintOperation_NamesItsNodeWhereNodesShareAStore(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	op := func(state durablev1.OperationState, node string) string {
+		var b strings.Builder
+		printOperation(&b, &durablev1.Operation{Id: "op-77003", Kind: "redrive", State: state, Node: node,
+			Rate: 8, Matched: 10, StartedTime: timestamppb.New(now.Add(-time.Minute))}, now)
+		return b.String()
+	}
+	running := durablev1.OperationState_OPERATION_STATE_RUNNING
+	if got := lineWith(op(running, "node-2"), "Node:"); !strings.Contains(got, "node-2 (runs it; another node takes it over if this one is gone)") {
+		t.Errorf("running: Node line %q", got)
+	}
+	if got := lineWith(op(durablev1.OperationState_OPERATION_STATE_COMPLETED, "node-2"), "Node:"); !strings.Contains(got, "node-2 (ran it)") {
+		t.Errorf("completed: Node line %q", got)
+	}
+	if got := op(running, ""); strings.Contains(got, "Node:") {
+		t.Errorf("no node, yet a Node line:\n%s", got)
 	}
 }

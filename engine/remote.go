@@ -13,8 +13,9 @@ import (
 // publishing its own change would have done, from the store: it wakes a
 // parked poll of each queue with a task due (or arms the queue's alarm for
 // a later one), wakes the callers waiting for a closed workflow, reloads
-// the policy overrides, sends its watchers the changed records read from
-// the store, and wakes its operations runner. A notice only says where to
+// the policy overrides, sends its watchers the changed records (operations
+// and audit records too) read from the store, and wakes its operations
+// runner. A notice only says where to
 // look: what the node does next is read from the store, so a notice lost
 // (resync) costs time, never a wrong answer.
 
@@ -64,6 +65,9 @@ func noticeOf(changes []*change) Notice {
 				n.OperationSeqs = append(n.OperationSeqs, seq)
 			}
 		}
+		for _, a := range c.audits {
+			n.Audits = append(n.Audits, AuditKey{Time: a.rec.GetTime().AsTime(), ID: a.rec.GetId()})
+		}
 	}
 	return n
 }
@@ -71,7 +75,7 @@ func noticeOf(changes []*change) Notice {
 // empty reports whether a notice says nothing.
 func (n Notice) empty() bool {
 	return len(n.Queued) == 0 && len(n.Closed) == 0 && len(n.Activities) == 0 && len(n.Workflows) == 0 &&
-		!n.Overrides && !n.Operations && len(n.OperationSeqs) == 0
+		!n.Overrides && !n.Operations && len(n.OperationSeqs) == 0 && len(n.Audits) == 0
 }
 
 // heard acts on a notice of another node. It runs on the store's listening
@@ -102,8 +106,8 @@ func (e *Engine) heard(n Notice) {
 	if n.Overrides {
 		e.reloadOverrides()
 	}
-	if watched && (len(n.Activities) > 0 || len(n.Workflows) > 0 || len(n.OperationSeqs) > 0) {
-		e.showRemote(n.Activities, n.Workflows, n.OperationSeqs)
+	if watched && (len(n.Activities) > 0 || len(n.Workflows) > 0 || len(n.OperationSeqs) > 0 || len(n.Audits) > 0) {
+		e.showRemote(n)
 	}
 	if n.Operations {
 		e.wakeOps()
@@ -147,17 +151,18 @@ func (e *Engine) resync() {
 	}
 }
 
-// showRemote sends watchers the activities, workflows and operations
-// another node changed, as the store has them now: upserts, and removals
-// for the activities gone. publishing is held from the read to the send, so
-// that no change of this node is published between them: a watcher gets
-// each record's states in the order they were committed.
-func (e *Engine) showRemote(acts []ActivityKey, wfs []string, ops []int64) {
+// showRemote sends watchers the activities, workflows, operations and audit
+// records another node changed (n names them), as the store has them now:
+// upserts, and removals for the activities gone. publishing is held from
+// the read to the send, so that no change of this node is published between
+// them: a watcher gets each record's states in the order they were
+// committed.
+func (e *Engine) showRemote(n Notice) {
 	e.publishing.Lock()
 	defer e.publishing.Unlock()
 	c := &change{}
 	err := e.store.View(func(tx Tx) error {
-		for _, k := range acts {
+		for _, k := range n.Activities {
 			a, err := tx.GetActivity(k.WorkflowID, k.ActivityID)
 			if errors.Is(err, ErrNotFound) {
 				c.remove(k.WorkflowID, k.ActivityID)
@@ -168,7 +173,7 @@ func (e *Engine) showRemote(acts []ActivityKey, wfs []string, ops []int64) {
 			}
 			c.upsert(a.GetInfo())
 		}
-		for _, id := range wfs {
+		for _, id := range n.Workflows {
 			w, err := tx.GetWorkflow(id)
 			if errors.Is(err, ErrNotFound) {
 				continue
@@ -179,7 +184,7 @@ func (e *Engine) showRemote(acts []ActivityKey, wfs []string, ops []int64) {
 			showWorkflowTask(w)
 			c.workflow(w)
 		}
-		for _, seq := range ops {
+		for _, seq := range n.OperationSeqs {
 			r, err := tx.GetOperation(seq)
 			if errors.Is(err, ErrNotFound) {
 				continue
@@ -190,6 +195,17 @@ func (e *Engine) showRemote(acts []ActivityKey, wfs []string, ops []int64) {
 			if r.GetOperation().GetState() != opPreparing {
 				c.operation(r.GetOperation())
 			}
+		}
+		for _, k := range n.Audits {
+			r, err := tx.GetAudit(k.Time, k.ID)
+			if errors.Is(err, ErrNotFound) {
+				continue // past its retention already
+			}
+			if err != nil {
+				return err
+			}
+			// Shown, not logged: the node that wrote it logged it.
+			c.audits = append(c.audits, auditNote{rec: r})
 		}
 		return nil
 	})

@@ -96,6 +96,14 @@ type Notice struct {
 	// OperationSeqs names them by number, for watchers.
 	Operations    bool
 	OperationSeqs []int64
+	// Audits are the audit records written, for watchers.
+	Audits []AuditKey
+}
+
+// AuditKey names one audit record: its time and id.
+type AuditKey struct {
+	Time time.Time
+	ID   int64
 }
 
 // QueuedNotice names a queue that got entries and the earliest due time

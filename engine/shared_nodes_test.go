@@ -610,7 +610,8 @@ func TestSharedNodesRunAnOperationOnlyOnTheNodeItsRecordNames(t *testing.T) {
 
 // TestSharedNodesShowAWatcherOnOneTheOperationsRunThroughAnother: a watcher
 // on node b sees a redrive operation started through node a, its progress,
-// and its end.
+// and its end, and the audit records of its start and of a policy override
+// set through a.
 func TestSharedNodesShowAWatcherOnOneTheOperationsRunThroughAnother(t *testing.T) {
 	t.Parallel()
 	clock := engine.NewFakeClock(t0)
@@ -619,6 +620,8 @@ func TestSharedNodesShowAWatcherOnOneTheOperationsRunThroughAnother(t *testing.T
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ops := make(chan *durablev1.Operation, 1000)
+	var mu sync.Mutex
+	var audits []*durablev1.AuditRecord
 	snapshotDone := make(chan struct{})
 	go nodes[1].e.Watch(ctx, &durablev1.WatchRequest{}, func(ev *durablev1.WatchEvent) error {
 		if ev.GetKind() == durablev1.WatchEventKind_WATCH_EVENT_KIND_SNAPSHOT_DONE {
@@ -627,6 +630,9 @@ func TestSharedNodesShowAWatcherOnOneTheOperationsRunThroughAnother(t *testing.T
 		for _, op := range ev.GetOperations() {
 			ops <- op
 		}
+		mu.Lock()
+		audits = append(audits, ev.GetAuditRecords()...)
+		mu.Unlock()
 		return nil
 	})
 	<-snapshotDone
@@ -652,4 +658,19 @@ func TestSharedNodesShowAWatcherOnOneTheOperationsRunThroughAnother(t *testing.T
 	}
 	until("its start", func(got *durablev1.Operation) bool { return got.GetNode() == "a" && got.GetMatched() == 5 })
 	until("its end", func(got *durablev1.Operation) bool { return got.GetState() == opCompleted && got.GetReleased() == 5 })
+
+	if _, err := a.e.SetPolicyOverride(ctx, alice, &durablev1.SetPolicyOverrideRequest{ActivityType: "Charge",
+		Patch: &durablev1.OptionsPatch{StartToCloseTimeout: dur(time.Minute)}, Reason: "INC-8 slow down"}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "b's watcher to get the audit records of the start and the override", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		var start, override bool
+		for _, r := range audits {
+			start = start || r.GetOperationId() == op.GetId() && r.GetRpc() == "RedriveDeadLetters"
+			override = override || r.GetRpc() == "SetPolicyOverride" && r.GetReason() == "INC-8 slow down"
+		}
+		return start && override
+	})
 }

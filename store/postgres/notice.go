@@ -33,6 +33,7 @@ const (
 //	'a' workflow:str activity:str         an activity written or removed
 //	'w' workflow:str                      a workflow written
 //	'o' seq:uvarint                       an operation started or changed
+//	'r' at:uvarint id:uvarint             an audit record written (at in Unix nanoseconds)
 //
 // str is a uvarint length and the bytes; due is UTC Unix nanoseconds, 0 for
 // the zero time. Base64 keeps any id, whatever its bytes, a valid payload in
@@ -42,10 +43,11 @@ const (
 // transaction reach a listener one after another (PostgreSQL queues a
 // transaction's notifications together, at commit).
 //
-// 'o' items came after the first nodes of this version, whose decoder
-// refuses a part with an item it does not know: they travel in a notice of
-// their own (Notify), so that such a node loses only them, not the wake-ups
-// of the rest, while the nodes of a database are upgraded one by one.
+// 'o' and 'r' items came after the first nodes of this version, whose
+// decoder refuses a part with an item it does not know: they travel in a
+// notice of their own (Notify), so that such a node loses only them, not
+// the wake-ups of the rest, while the nodes of a database are upgraded one
+// by one.
 const noticeVersion = 1
 
 const (
@@ -60,6 +62,7 @@ const (
 	itemActivity  = 'a'
 	itemWorkflow  = 'w'
 	itemOperation = 'o'
+	itemAudit     = 'r'
 )
 
 // errNotice is a payload that is not a notice part of this version.
@@ -91,6 +94,9 @@ func encodeNotice(n engine.Notice, node string, inc int64, number int) []string 
 	}
 	for _, seq := range n.OperationSeqs {
 		items = append(items, binary.AppendUvarint([]byte{itemOperation}, uint64(seq)))
+	}
+	for _, a := range n.Audits {
+		items = append(items, binary.AppendUvarint(binary.AppendUvarint([]byte{itemAudit}, uint64(nanos(a.Time))), uint64(a.ID)))
 	}
 
 	head := func(flags byte) []byte {
@@ -209,6 +215,9 @@ func decodePart(payload string) (noticePart, error) {
 			n.Workflows = append(n.Workflows, r.str())
 		case itemOperation:
 			n.OperationSeqs = append(n.OperationSeqs, int64(r.uvarint()))
+		case itemAudit:
+			at := int64(r.uvarint())
+			n.Audits = append(n.Audits, engine.AuditKey{Time: fromNanos(at), ID: int64(r.uvarint())})
 		default:
 			return p, fmt.Errorf("%w: item tag %q", errNotice, tag)
 		}
@@ -228,4 +237,5 @@ func join(n *engine.Notice, p engine.Notice) {
 	n.Overrides = n.Overrides || p.Overrides
 	n.Operations = n.Operations || p.Operations
 	n.OperationSeqs = append(n.OperationSeqs, p.OperationSeqs...)
+	n.Audits = append(n.Audits, p.Audits...)
 }

@@ -22,7 +22,8 @@ func TestEncodeNotice_PartsFitThePayloadLimitAndJoinBackWhole(t *testing.T) {
 	}{
 		{"Empty", engine.Notice{}, 1},
 		{"Flags", engine.Notice{Overrides: true, Operations: true}, 1},
-		{"Operations", engine.Notice{OperationSeqs: []int64{1, 300, 1 << 40}}, 1},
+		{"OperationsAndAudits", engine.Notice{OperationSeqs: []int64{1, 300, 1 << 40},
+			Audits: []engine.AuditKey{{Time: time.Unix(0, 1767225600123456789).UTC(), ID: 81001}, {Time: time.Unix(0, 5).UTC(), ID: 1}}}, 1},
 		{"OddBytes", engine.Notice{
 			Queued:     []engine.QueuedNotice{{Kind: engine.WorkflowTask, Queue: odd, Due: time.Unix(0, 1).UTC()}},
 			Closed:     []string{odd},

@@ -170,14 +170,15 @@ func (t *tx) Notify(n engine.Notice) error {
 	if t.readOnly {
 		return errors.New("notify: the transaction is read-only")
 	}
-	// The operations go in a notice of their own (see noticeVersion).
-	ops := n.OperationSeqs
-	n.OperationSeqs = nil
+	// The operations and audit records go in a notice of their own (see
+	// noticeVersion).
+	later := engine.Notice{OperationSeqs: n.OperationSeqs, Audits: n.Audits}
+	n.OperationSeqs, n.Audits = nil, nil
 	t.notices++
 	t.payloads = append(t.payloads, encodeNotice(n, t.s.node, t.s.incarnation, t.notices)...)
-	if len(ops) > 0 {
+	if len(later.OperationSeqs) > 0 || len(later.Audits) > 0 {
 		t.notices++
-		t.payloads = append(t.payloads, encodeNotice(engine.Notice{OperationSeqs: ops}, t.s.node, t.s.incarnation, t.notices)...)
+		t.payloads = append(t.payloads, encodeNotice(later, t.s.node, t.s.incarnation, t.notices)...)
 	}
 	return nil
 }

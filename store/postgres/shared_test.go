@@ -420,6 +420,7 @@ func TestNotify_ReachesTheOtherNodesAtCommitOnly(t *testing.T) {
 		Activities: []engine.ActivityKey{{WorkflowID: "wf-1", ActivityID: "a-1"}, {WorkflowID: "wf-2", ActivityID: "ü 2"}},
 		Workflows:  []string{"wf-1", "wf-2"},
 		Overrides:  true, Operations: true, OperationSeqs: []int64{7, 9},
+		Audits: []engine.AuditKey{{Time: storetest.T0.Add(time.Nanosecond), ID: 11}},
 	}
 	// a notifies and holds its transaction open while c commits a notice.
 	notified, commit := make(chan struct{}), make(chan struct{})
@@ -441,11 +442,12 @@ func TestNotify_ReachesTheOtherNodesAtCommitOnly(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	// The operations come in a notice of their own, after the rest (a
-	// node of the first version of notices loses only them).
+	// The operations and audit records come in a notice of their own,
+	// after the rest (a node of the first version of notices loses only
+	// them).
 	want := sent
-	want.Node, want.OperationSeqs = "a", nil
-	ops := engine.Notice{Node: "a", OperationSeqs: sent.OperationSeqs}
+	want.Node, want.OperationSeqs, want.Audits = "a", nil, nil
+	ops := engine.Notice{Node: "a", OperationSeqs: sent.OperationSeqs, Audits: sent.Audits}
 	for who, h := range map[string]*heard{"b": hb, "c": hc} {
 		for _, want := range []engine.Notice{want, ops} {
 			if diff := diff(want, h.next(t, who)); diff != "" {

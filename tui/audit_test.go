@@ -46,7 +46,7 @@ func TestAuditViewPicksUpRecordsPushedOnWatch(t *testing.T) {
 	for _, r := range final.audit.order {
 		ids = append(ids, r.GetId())
 	}
-	if want := []int64{43, 42, 41, 39, 38}; !slices.Equal(ids, want) {
+	if want := []int64{43, 42, 41, 40, 39, 38}; !slices.Equal(ids, want) {
 		t.Fatalf("records %v, want %v (newest first, one row per id)", ids, want)
 	}
 	lines := strings.Split(ansi.Strip(final.View()), "\n")

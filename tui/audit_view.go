@@ -34,6 +34,10 @@ func actionName(rpc string) string {
 		return "bulk redrive"
 	case "CancelOperation":
 		return "cancel op"
+	case "SetPolicyOverride":
+		return "policy set"
+	case "ClearPolicyOverride":
+		return "policy clear"
 	}
 	return rpc
 }
@@ -52,6 +56,17 @@ func countText(r *durablev1.AuditRecord) string {
 // fail=…, the one activity, or how many letters it was given and, with
 // names, the first of them.
 func selectionText(r *durablev1.AuditRecord, names bool) string {
+	if o := r.GetPolicyOverride(); o != nil {
+		where := "every queue"
+		if q := o.GetTaskQueue(); q != "" {
+			where = "queue " + activity.EscapeID(q)
+		}
+		s := activity.EscapeID(o.GetActivityType()) + " on " + where
+		if p := o.GetPatch(); p != nil && patchWords(p) != "" {
+			s += ": " + patchWords(p)
+		}
+		return s
+	}
 	if f := r.GetFilter(); f != nil {
 		return filterWords(f)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/tinyllm/durable/client"
 	durablev1 "github.com/tinyllm/durable/proto/durable/v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -375,6 +376,10 @@ func fixtureAudit() []*durablev1.AuditRecord {
 		{Id: 41, Time: at(-2 * time.Minute), Principal: "ana", Role: "operator", Rpc: "RedriveDeadLetters",
 			Reason:  "INC-7 gateway back, redriving the timeouts",
 			Matched: 3, Count: 3, Done: true, Activities: refs("order-0980/1", "order-0981/1", "order-0982/1")},
+		{Id: 40, Time: at(-10 * time.Minute), Principal: "ana", Role: "operator", Rpc: "SetPolicyOverride",
+			Reason: "INC-6 card API slow", Matched: 1, Count: 1, Done: true,
+			PolicyOverride: &durablev1.PolicyOverride{ActivityType: "ChargeCard",
+				Patch: &durablev1.OptionsPatch{MaxAttempts: proto.Int32(8), StartToCloseTimeout: durationpb.New(30 * time.Second)}}},
 		{Id: 39, Time: at(-65 * time.Minute), Principal: "local", Role: "operator", Rpc: "RedriveDeadLetter",
 			Matched: 1, Count: 1, Done: true, Activities: refs("order-0970/2")},
 		{Id: 38, Time: at(-26 * time.Hour), Principal: "ana", Role: "operator", Rpc: "RedriveDeadLetters", Reason: "INC-5", OperationId: "op-4",

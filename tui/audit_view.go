@@ -63,6 +63,9 @@ func selectionText(r *durablev1.AuditRecord, names bool) string {
 		}
 		s := activity.EscapeID(o.GetActivityType()) + " on " + where
 		if p := o.GetPatch(); p != nil && patchWords(p) != "" {
+			if r.GetRpc() == "ClearPolicyOverride" {
+				return s + " (it set " + patchWords(p) + ")"
+			}
 			s += ": " + patchWords(p)
 		}
 		return s
@@ -266,6 +269,11 @@ func (c auditRecordScreen) View(m Model, h int) string {
 		field("reason", oneLine(reason))
 	} else {
 		field("reason", st.Muted.Render("none given"))
+	}
+	if r.GetPolicyOverride() != nil {
+		// An override names no activities.
+		from := min(c.scroll, max(len(lines)-h, 0))
+		return strings.Join(lines[from:], "\n")
 	}
 	lines = append(lines, "")
 	label := "activities"

@@ -106,6 +106,8 @@ func TestGoldenViews(t *testing.T) {
 		{name: "Audit", backend: fixtureBackend, keys: []string{"4"}, waitFor: "INC-7"},
 		{name: "AuditRecord", backend: fixtureBackend, keys: []string{"4"}, waitFor: "INC-7",
 			more: []string{"j", "enter"}, waitMore: "audit record #41"},
+		{name: "AuditRecordOverride", backend: fixtureBackend, keys: []string{"4"}, waitFor: "INC-7",
+			more: []string{"j", "j", "enter"}, waitMore: "audit record #40"},
 		{name: "Operations", backend: opsBackend, keys: []string{"5"}},
 		{name: "Operation", backend: opsBackend, keys: []string{"5", "enter"}, waitFor: "audit record"},
 		{name: "CancelDialog", backend: opsBackend, keys: []string{"5", "x"}, waitFor: "Cancel op-6?"},

@@ -76,6 +76,10 @@ type engineRuntime interface {
 	// books) up to date before they are read: a no-op where every change
 	// is this engine's, read from the store where other nodes change them.
 	readGauges(books bool)
+	// otherPollersLocked is what the other nodes said of the workers
+	// polling them, as of the last read of the books (taskqueue.go); nil
+	// where this engine is the only one.
+	otherPollersLocked() []PollerState
 
 	// start starts what the runtime runs beside the engine's goroutines,
 	// once New has loaded the engine; stop ends it, at Close.
@@ -184,8 +188,10 @@ func (r *embedded) beforeCommit(tx Tx, changes []*change) error {
 
 func (r *embedded) node() string    { return "" }
 func (r *embedded) readGauges(bool) {}
-func (r *embedded) start()          {}
-func (r *embedded) stop()           {}
+
+func (r *embedded) otherPollersLocked() []PollerState { return nil }
+func (r *embedded) start()                            {}
+func (r *embedded) stop()                             {}
 
 // loadEmbedded reads, at New, what the embedded runtime keeps in memory:
 // the id counter and the indexes (horizon.go).

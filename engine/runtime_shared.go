@@ -72,9 +72,12 @@ type sharedRuntime struct {
 	// lookedAlive is the nodes alive at the last look for operations
 	// whose node is gone (adoptOrphans); only the refresher touches it.
 	lookedAlive map[string]bool
-	stopListen  func()
-	stopCh      chan struct{}
-	done        chan struct{}
+	// others is what the other live nodes shared of their pollers at the
+	// last read of the books; guarded by the engine's mu.
+	others     []PollerState
+	stopListen func()
+	stopCh     chan struct{}
+	done       chan struct{}
 }
 
 func newSharedRuntime(e *Engine, s SharedStore) *sharedRuntime {
@@ -412,6 +415,9 @@ func (r *sharedRuntime) refresher() {
 		if err := r.adoptOrphans(); err != nil && !errors.Is(err, ErrClosed) {
 			r.e.opts.Logger.Warn("looking for redrive operations of nodes that are gone", "err", err)
 		}
+		if err := r.sharePollers(); err != nil && !errors.Is(err, ErrClosed) {
+			r.e.opts.Logger.Warn("sharing the workers polling this node", "err", err)
+		}
 	}
 }
 
@@ -432,6 +438,19 @@ func (r *sharedRuntime) refresh(books bool) error {
 	e.mu.Unlock()
 	counts := map[stateKey]int{}
 	var bs map[string]*queueBook
+	var others []PollerState
+	var alive []string
+	if books {
+		nodes, err := r.aliveNodes()
+		if err != nil {
+			return err
+		}
+		for name := range nodes {
+			if name != r.store.Node() {
+				alive = append(alive, name)
+			}
+		}
+	}
 	err := e.store.View(func(tx Tx) error {
 		_, err := tx.ActivityCounts(func(queue string, state durablev1.ActivityState, n int64) bool {
 			counts[stateKey{queue: queue, state: state}] += int(n)
@@ -484,6 +503,10 @@ func (r *sharedRuntime) refresh(books bool) error {
 			read++
 			return read < booksLeases
 		})
+		if err != nil {
+			return err
+		}
+		others, err = sharedTx(tx).Pollers(alive)
 		return err
 	})
 	if err != nil {
@@ -493,9 +516,28 @@ func (r *sharedRuntime) refresh(books bool) error {
 	e.counts = counts
 	if bs != nil {
 		e.books = bs
+		r.others = others
 	}
 	e.mu.Unlock()
 	return nil
+}
+
+func (r *sharedRuntime) otherPollersLocked() []PollerState { return r.others }
+
+// sharePollers writes what this node knows of the workers polling it for
+// the other nodes to list (refresh), since a worker may poll only some of
+// the nodes: a node that listed only its own pollers would call a queue
+// that other nodes serve unpolled.
+func (r *sharedRuntime) sharePollers() error {
+	e := r.e
+	if err := e.gate.err(); err != nil {
+		return nil // writes are refused: sharing waits for them
+	}
+	e.mu.Lock()
+	e.forgetPollersLocked(e.now())
+	ps := e.ownPollersLocked()
+	e.mu.Unlock()
+	return r.store.Update(func(tx Tx) error { return sharedTx(tx).SharePollers(ps) })
 }
 
 // nodeAliveWithin is how recently a node must have been heard from to be

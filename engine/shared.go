@@ -66,6 +66,11 @@ type SharedTx interface {
 	// Notify sends n to the other nodes when the transaction commits, and
 	// never if it does not. A transaction may notify several times.
 	Notify(n Notice) error
+	// SharePollers replaces what this node has shared of the workers
+	// polling it with ps (their Leases are not kept); Pollers returns what
+	// the nodes named shared.
+	SharePollers(ps []PollerState) error
+	Pollers(nodes []string) ([]PollerState, error)
 }
 
 // Claimed is what one ClaimQueued found.

@@ -674,3 +674,54 @@ func TestSharedNodesShowAWatcherOnOneTheOperationsRunThroughAnother(t *testing.T
 		return start && override
 	})
 }
+
+// TestSharedNodesListTheWorkersPollingAnother: a worker that polls only
+// node a is listed by node b, parked while its poll is open and not once it
+// ended, and b does not call the queue unpolled when work is ready on it.
+func TestSharedNodesListTheWorkersPollingAnother(t *testing.T) {
+	t.Parallel()
+	nodes := sharedNodes(t, 2, engine.Options{PollTimeout: hangAfter})
+	a, b := nodes[0].e, nodes[1].e
+	ctx, cancel := context.WithCancel(context.Background())
+	polled := make(chan error, 1)
+	go func() {
+		_, err := a.PollActivityTask(ctx, &durablev1.PollActivityTaskRequest{TaskQueue: "q", Identity: "worker-on-a"})
+		polled <- err
+	}()
+	// onB returns queue q as b lists it, and the worker in it (nil when
+	// b does not list it).
+	onB := func() (*durablev1.TaskQueue, *durablev1.Poller) {
+		r, err := b.ListTaskQueues(context.Background(), &durablev1.ListTaskQueuesRequest{TaskQueue: "q"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range r.GetTaskQueues() {
+			for _, p := range q.GetPollers() {
+				if p.GetIdentity() == "worker-on-a" && p.GetKind() == durablev1.TaskKind_TASK_KIND_ACTIVITY {
+					return q, p
+				}
+			}
+		}
+		return nil, nil
+	}
+	waitUntil(t, "b to list the worker parked on a", func() bool {
+		_, p := onB()
+		return p != nil && p.GetParked()
+	})
+	cancel()
+	<-polled
+	waitUntil(t, "b to list the worker no longer parked", func() bool {
+		_, p := onB()
+		return p != nil && !p.GetParked()
+	})
+	// An activity ready on q: the worker polled a within the minute, so
+	// b counts the queue as served, as a does.
+	scheduleActivities(t, a, "wf", nil, "1")
+	waitUntil(t, "b to see the activity ready", func() bool {
+		q, _ := onB()
+		return q.GetActivityTasks().GetReady() == 1
+	})
+	if q, _ := onB(); q.GetActivityTasks().GetStalled() || q.GetStalled() {
+		t.Fatalf("b calls q unpolled: %v", q)
+	}
+}

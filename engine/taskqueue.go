@@ -19,8 +19,9 @@ import (
 // moved by every committed transition (the trackTx notes where each task
 // stood before and after it), like the counts of gauge.go. The due times
 // are those of the tasks within the window of horizon.go; an activity task
-// beyond it is counted as later from the counts. Pollers are not stored:
-// they start empty and are heard from again within a poll timeout.
+// beyond it is counted as later from the counts. Pollers are not stored
+// (on a shared store each node shares its own, runtime_shared.go): they
+// start empty and are heard from again within a poll timeout.
 
 const (
 	// pollerForgetAfter is how long a poller that is not parked stays
@@ -188,7 +189,8 @@ func (e *Engine) leasesLocked(k pollerKey) int {
 // reads only memory (and the window's next stretch when it is time to move
 // it, see horizon.go): its cost is the tasks queued within the window, not
 // the store. On a shared store the tasks and leases are read from the store
-// (runtime_shared.go) and the pollers are those of this node.
+// (runtime_shared.go), and the pollers are this node's merged with those
+// the other live nodes shared, a few seconds old (sharePollers).
 func (e *Engine) ListTaskQueues(ctx context.Context, req *durablev1.ListTaskQueuesRequest) (*durablev1.ListTaskQueuesResponse, error) {
 	// Tasks that fell due beyond the window count as ready once it has
 	// moved on; should it fail to, they still count, as later.
@@ -206,9 +208,9 @@ func (e *Engine) ListTaskQueues(ctx context.Context, req *durablev1.ListTaskQueu
 
 func (e *Engine) taskQueuesLocked(now time.Time) []*durablev1.TaskQueue {
 	e.forgetPollersLocked(now)
-	var pollers []PollerState
-	for k, p := range e.pollers {
-		pollers = append(pollers, PollerState{Queue: k.queue, Kind: k.kind, Identity: k.identity, Parked: p.parked > 0, Last: p.last, Leases: e.leasesLocked(k)})
+	pollers := mergePollers(e.ownPollersLocked(), e.rt.otherPollersLocked())
+	for i, p := range pollers {
+		pollers[i].Leases = e.leasesLocked(pollerKey{queue: p.Queue, kind: p.Kind, identity: p.Identity})
 	}
 	books := make(map[string]QueueBook, len(e.books))
 	for name, b := range e.books {
@@ -224,6 +226,42 @@ func (e *Engine) taskQueuesLocked(now time.Time) []*durablev1.TaskQueue {
 		books[name] = b
 	}
 	return SummarizeQueues(books, pollers, now)
+}
+
+// ownPollersLocked is the pollers this engine has seen.
+func (e *Engine) ownPollersLocked() []PollerState {
+	ps := make([]PollerState, 0, len(e.pollers))
+	for k, p := range e.pollers {
+		ps = append(ps, PollerState{Queue: k.queue, Kind: k.kind, Identity: k.identity, Parked: p.parked > 0, Last: p.last})
+	}
+	return ps
+}
+
+// mergePollers is own and what other nodes saw of the same workers, one
+// entry per worker, queue and kind: parked if a poll of it is open on any
+// node, last polled at its latest poll on any.
+func mergePollers(own, others []PollerState) []PollerState {
+	if len(others) == 0 {
+		return own
+	}
+	at := make(map[pollerKey]int, len(own))
+	for i, p := range own {
+		at[pollerKey{queue: p.Queue, kind: p.Kind, identity: p.Identity}] = i
+	}
+	for _, p := range others {
+		k := pollerKey{queue: p.Queue, kind: p.Kind, identity: p.Identity}
+		i, ok := at[k]
+		if !ok {
+			at[k] = len(own)
+			own = append(own, p)
+			continue
+		}
+		own[i].Parked = own[i].Parked || p.Parked
+		if p.Last.After(own[i].Last) {
+			own[i].Last = p.Last
+		}
+	}
+	return own
 }
 
 // PollerState is one poller as SummarizeQueues reads it.

@@ -33,7 +33,8 @@ A queue is listed while it has work, leases, or a poller seen in the last
 five minutes; the daemon forgets a worker five minutes after its last poll
 unless it still holds leases there. It answers from memory, without reading
 the store; pollers are not stored, so a daemon that restarted knows a worker
-again at its next poll.
+again at its next poll. Where several nodes share a database, each shares
+the workers it sees polling every 2 seconds, and any node lists them all.
 
 With QUEUE, the queue's pollers (identity, kind, last poll, parked now) and
 leases per worker follow the table.

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -1055,4 +1056,49 @@ func sqlLiteral(t *testing.T, a any) string {
 		return "'{" + strings.Join(elems, ", ") + "}'"
 	}
 	return "ARRAY[" + strings.Join(elems, ", ") + "]"
+}
+
+// TestSharePollers_EachNodeReplacesItsOwnRows: what a node shares replaces
+// what it shared before and leaves the other nodes' rows alone; Pollers
+// returns the rows of the nodes named, whatever bytes the names hold.
+func TestSharePollers_EachNodeReplacesItsOwnRows(t *testing.T) {
+	t.Parallel()
+	dsn := testpg.Database(t)
+	a, b := openNode(t, dsn, "a"), openNode(t, dsn, "b")
+	at := func(s int) time.Time { return storetest.T0.Add(time.Duration(s)*time.Second + time.Nanosecond) }
+	odd := "q \x00\xff ü"
+	p1 := engine.PollerState{Queue: odd, Kind: engine.ActivityTask, Identity: "w1@host", Parked: true, Last: at(1)}
+	p2 := engine.PollerState{Queue: "q", Kind: engine.WorkflowTask, Identity: "w1@host", Last: at(2)}
+	p3 := engine.PollerState{Queue: "q", Kind: engine.ActivityTask, Identity: "w2@host", Parked: true, Last: at(3)}
+	update(t, a, func(tx engine.SharedTx) error { return tx.SharePollers([]engine.PollerState{p1, p2}) })
+	update(t, b, func(tx engine.SharedTx) error { return tx.SharePollers([]engine.PollerState{p3}) })
+	read := func(nodes ...string) []engine.PollerState {
+		t.Helper()
+		var got []engine.PollerState
+		update(t, b, func(tx engine.SharedTx) error {
+			var err error
+			got, err = tx.Pollers(nodes)
+			return err
+		})
+		slices.SortFunc(got, func(x, y engine.PollerState) int { return cmp.Compare(x.Last.UnixNano(), y.Last.UnixNano()) })
+		return got
+	}
+	if got := read("a"); !reflect.DeepEqual(got, []engine.PollerState{p1, p2}) {
+		t.Errorf("a's = %+v, want %+v", got, []engine.PollerState{p1, p2})
+	}
+	if got := read("a", "b", "gone"); !reflect.DeepEqual(got, []engine.PollerState{p1, p2, p3}) {
+		t.Errorf("a's and b's = %+v", got)
+	}
+	p2.Parked, p2.Last = true, at(4)
+	update(t, a, func(tx engine.SharedTx) error { return tx.SharePollers([]engine.PollerState{p2}) })
+	if got := read("a", "b"); !reflect.DeepEqual(got, []engine.PollerState{p3, p2}) {
+		t.Errorf("after a shared again = %+v, want b's and a's new one", got)
+	}
+	update(t, a, func(tx engine.SharedTx) error { return tx.SharePollers(nil) })
+	if got := read("a"); len(got) != 0 {
+		t.Errorf("after a shared none = %+v", got)
+	}
+	if got := read(); got != nil {
+		t.Errorf("no node named = %+v", got)
+	}
 }

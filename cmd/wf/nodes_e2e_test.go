@@ -36,6 +36,11 @@ func nodesOf(t *testing.T, addr string) map[string]*durablev1.Node {
 	return byName
 }
 
+// nodeArgs are durabled's flags for a node named node of the database dsn.
+func nodeArgs(dsn, node string) []string {
+	return []string{"--store", "postgres", "--postgres-dsn", dsn, "--node", node}
+}
+
 // TestTwoNodesOnOneDatabaseShowInWfNodes runs two real durabled nodes on
 // one PostgreSQL database: wf nodes lists both alive through either, and
 // work started through one is handed out by the other (the shared
@@ -46,9 +51,7 @@ func nodesOf(t *testing.T, addr string) map[string]*durablev1.Node {
 func TestTwoNodesOnOneDatabaseShowInWfNodes(t *testing.T) {
 	t.Parallel()
 	dsn := testpg.Database(t)
-	args := func(node string) []string {
-		return []string{"--store", "postgres", "--postgres-dsn", dsn, "--node", node}
-	}
+	args := func(node string) []string { return nodeArgs(dsn, node) }
 	a := testdaemon.Exec(t, "", args("node-a")...)
 	b := testdaemon.Exec(t, "", args("node-b")...)
 	list := a.Addr + "," + b.Addr
@@ -143,9 +146,7 @@ func TestTwoNodesOnOneDatabaseShowInWfNodes(t *testing.T) {
 func TestARedriveOperationGoesOnWhenItsNodeIsSIGKILLed(t *testing.T) {
 	t.Parallel()
 	dsn := testpg.Database(t)
-	args := func(node string) []string {
-		return []string{"--store", "postgres", "--postgres-dsn", dsn, "--node", node}
-	}
+	args := func(node string) []string { return nodeArgs(dsn, node) }
 	a := testdaemon.Exec(t, "", args("node-a")...)
 	b := testdaemon.Exec(t, "", args("node-b")...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -233,4 +234,67 @@ func TestARedriveOperationGoesOnWhenItsNodeIsSIGKILLed(t *testing.T) {
 		}
 	}
 	mustContain(t, b.Logs(), `msg="now running a redrive operation"`, "operation_id="+id, "from=node-a")
+}
+
+// TestAWorkerPollingOneNodeIsListedByAnother runs two real durabled nodes
+// on one PostgreSQL database and a worker that polls only node-a: node-b's
+// wf queues lists it, parked while its poll is open, and once an activity is
+// ready on its queue node-b's wf queues --check, a health probe, passes: the
+// worker polled within the minute, through another node.
+func TestAWorkerPollingOneNodeIsListedByAnother(t *testing.T) {
+	t.Parallel()
+	dsn := testpg.Database(t)
+	a := testdaemon.Exec(t, "", nodeArgs(dsn, "node-a")...)
+	b := testdaemon.Exec(t, "", nodeArgs(dsn, "node-b")...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// waitOnB polls node-b's wf queues until ok holds of queue only-a.
+	waitOnB := func(what string, ok func(*durablev1.TaskQueue) bool) {
+		t.Helper()
+		for q := queuesJSON(t, b.Addr, "only-a"); !ok(q); q = queuesJSON(t, b.Addr, "only-a") {
+			if ctx.Err() != nil {
+				t.Fatalf("node-b never showed %s: %v", what, q)
+			}
+			time.Sleep(100 * time.Millisecond) // pacing between polls; the condition decides
+		}
+	}
+	parked := func(q *durablev1.TaskQueue) bool {
+		for _, p := range q.GetPollers() {
+			if p.GetIdentity() == "worker-on-a" && p.GetKind() == durablev1.TaskKind_TASK_KIND_ACTIVITY {
+				return p.GetParked()
+			}
+		}
+		return false
+	}
+
+	svc := dial(t, a.Addr).Service()
+	if _, err := svc.StartWorkflow(ctx, &durablev1.StartWorkflowRequest{WorkflowId: "w", WorkflowType: "T", TaskQueue: "only-a"}); err != nil {
+		t.Fatal(err)
+	}
+	wt, err := svc.PollWorkflowTask(ctx, &durablev1.PollWorkflowTaskRequest{TaskQueue: "only-a", Identity: "worker-on-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		svc.PollActivityTask(pollCtx, &durablev1.PollActivityTaskRequest{TaskQueue: "only-a", Identity: "worker-on-a"})
+	}()
+	waitOnB("the worker parked on node-a", parked)
+	mustContain(t, lineWith(wf(t, "--addr", b.Addr, "queues").wantCode(t, exitOK).stdout, "only-a"), "(1 parked)")
+
+	// The poll ends; then the workflow schedules an activity, which waits.
+	stopPoll()
+	<-polled
+	waitOnB("the worker no longer parked", func(q *durablev1.TaskQueue) bool { return !parked(q) })
+	if _, err := svc.CompleteWorkflowTask(ctx, &durablev1.CompleteWorkflowTaskRequest{TaskToken: wt.GetTaskToken(), Commands: []*durablev1.Command{{
+		Type: durablev1.CommandType_COMMAND_TYPE_SCHEDULE_ACTIVITY, ActivityId: "1", ActivityType: "Charge"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitOnB("the activity ready", func(q *durablev1.TaskQueue) bool { return q.GetActivityTasks().GetReady() == 1 })
+	if q := queuesJSON(t, b.Addr, "only-a"); q.GetStalled() {
+		t.Fatalf("node-b calls only-a unpolled: %v", q)
+	}
+	wf(t, "--addr", b.Addr, "queues", "--check").wantCode(t, exitOK)
 }

@@ -15,9 +15,9 @@ import (
 // a later one), wakes the callers waiting for a closed workflow, reloads
 // the policy overrides, sends its watchers the changed records (operations
 // and audit records too) read from the store, and wakes its operations
-// runner. A notice only says where to
-// look: what the node does next is read from the store, so a notice lost
-// (resync) costs time, never a wrong answer.
+// runner. A notice only says where to look: what the node does next is
+// read from the store, so a notice lost (resync) costs time, never a wrong
+// answer.
 
 // noticeOf is what a batch tells the other nodes.
 func noticeOf(changes []*change) Notice {

@@ -28,6 +28,8 @@ operation goes on in the daemon, across restarts, whatever happens to wf.
 'wf ops describe ID' shows its progress, 'wf ops cancel ID' stops it (what
 went out stays out, the rest stays here). --wait follows it on one line
 until it is done and exits 0 when it completed, 1 when it was cancelled.
+Operations already running are named on stderr: letters that two select go
+out at the sum of their rates.
 --dry-run only says what would match and how long the rate would take.
 
 Edit then redrive: the edit flags change the options of the letters as they

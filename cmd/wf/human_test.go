@@ -214,3 +214,24 @@ func TestDaemonAddrFromEnv(t *testing.T) {
 	setEnv(t, map[string]string{"DURABLE_ADDR": addr})
 	wf(t, "list").wantCode(t, exitOK)
 }
+
+// TestRedriveAllNotesTheOthersRunning: a redrive started while another runs
+// says so on stderr, since letters both select go out at the sum of their
+// rates; one started alone says nothing of the kind.
+func TestRedriveAllNotesTheOthersRunning(t *testing.T) {
+	t.Parallel()
+	addr, c := setup(t)
+	for i := range 4 {
+		newDriver(t, c, fmt.Sprintf("both-%d", i)).deadLetter(fmt.Sprintf("both-%d", i))
+	}
+	first := wf(t, "--addr", addr, "dlq", "redrive", "--all", "--rate", "0.1", "--reason", "INC-1").wantCode(t, exitOK)
+	if strings.Contains(first.stderr, "note:") {
+		t.Errorf("a redrive started alone notes another:\n%s", first.stderr)
+	}
+	second := wf(t, "--addr", addr, "dlq", "redrive", "--all", "--activity-type", "ChargeCard", "--rate", "0.1").wantCode(t, exitOK)
+	mustContain(t, second.stdout, "started op-2")
+	mustContain(t, second.stderr, "wf: note: op-1 is running too (all, started ", " by local, 0.1/s); letters both select go out at the sum of the rates: 'wf ops cancel op-1' stops it")
+	for _, id := range []string{"op-1", "op-2"} {
+		wf(t, "--addr", addr, "ops", "cancel", id).wantCode(t, exitOK)
+	}
+}

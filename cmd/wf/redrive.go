@@ -237,6 +237,9 @@ func (c *cli) redriveAll(a redriveArgs, wait bool) int {
 	}
 	if !c.g.json {
 		printStarted(c.stdout, op, a.sel)
+		if op.GetMatched() > 0 {
+			c.noteRunningBeside(ctx, cl, op)
+		}
 	}
 	if !wait {
 		if c.g.json {
@@ -274,6 +277,26 @@ func (c *cli) redriveAll(a redriveArgs, wait bool) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// noteRunningBeside tells the operator of the other redrives running now:
+// where two select the same letters, each releases a letter the other has
+// not yet reached, so those go out at the sum of their rates, which is
+// what the rate is there to prevent. A failure to list them says nothing.
+func (c *cli) noteRunningBeside(ctx context.Context, cl *client.Client, started *durablev1.Operation) {
+	ops, err := cl.ListOperations(ctx, 50)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for _, op := range ops {
+		if op.GetId() == started.GetId() || op.GetState() != durablev1.OperationState_OPERATION_STATE_RUNNING {
+			continue
+		}
+		fmt.Fprintf(c.stderr, "wf: note: %s is running too (%s, started %s by %s, %s/s); letters both select go out at the sum of the rates: 'wf ops cancel %s' stops it\n",
+			op.GetId(), opSelection(op), relative(op.GetStartedTime().AsTime(), now), dash(op.GetPrincipal()),
+			strconv.FormatFloat(op.GetRate(), 'f', -1, 64), op.GetId())
+	}
 }
 
 // printStarted says what an operation that just started will do, naming

@@ -37,6 +37,7 @@ func (m Model) confirmView(h int) string {
 		lines = append(lines,
 			st.Muted.Render(fmt.Sprintf("the daemon releases them at %d/s (~%ds), each as attempt 1;", m.p.RedrivesPerSecond, secs)),
 			st.Muted.Render("x cancels it; quitting the console does not stop it"))
+		lines = append(lines, m.runningBesideLines(textW)...)
 	} else if c.bulk {
 		lines = append(lines, st.Muted.Render("it runs again as attempt 1, released by a redrive operation"))
 	} else {
@@ -45,6 +46,30 @@ func (m Model) confirmView(h int) string {
 	lines = append(lines, "")
 	lines = append(lines, m.reasonLines("redrive", "cancel")...)
 	return m.dialogBox(lines, h)
+}
+
+// runningBesideLines name the redrive operations running now: letters that
+// one of them and the redrive being confirmed both hold go out at the sum
+// of their rates.
+func (m Model) runningBesideLines(textW int) []string {
+	var running []string
+	for i := range m.ops.set.Len() {
+		if op := m.ops.set.At(i); isRunning(op) {
+			running = append(running, fmt.Sprintf("%s (%s, %s)", op.GetId(), opSelection(op), rateText(op.GetRate())))
+		}
+	}
+	if len(running) == 0 {
+		return nil
+	}
+	st := m.styles
+	head := plural(len(running), "operation", "operations") + " already running:"
+	if len(running) == 1 {
+		head = "already running:"
+	}
+	return []string{
+		st.Warning.Render(ansi.Truncate(head+" "+strings.Join(running, ", "), textW, "…")),
+		st.Warning.Render(ansi.Truncate("letters both hold go out at the sum of the rates", textW, "…")),
+	}
 }
 
 // selectionLines name what a bulk redrive selected: the filter in the words

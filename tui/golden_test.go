@@ -97,6 +97,7 @@ func TestGoldenViews(t *testing.T) {
 		{name: "Timeline", backend: fixtureBackend, keys: []string{"3", "j", "enter"}, waitFor: "TimerStarted"},
 		{name: "Detail", backend: fixtureBackend, keys: []string{"j", "j", "j", "j", "enter"}, waitFor: "events in history"},
 		{name: "Confirm", backend: fixtureBackend, keys: []string{"2", "g", "R"}},
+		{name: "ConfirmBesideARunningOperation", backend: opsBackend, keys: []string{"2", "g", "R"}, waitFor: "already running"},
 		{name: "ConfirmReason", backend: fixtureBackend, keys: []string{"2", "g", "R", "e", "INC-7 gateway is back"}, waitFor: "INC-7"},
 		{name: "Filter", backend: fixtureBackend, keys: []string{"/", "c", "h", "a", "r", "g", "e"}},
 		{name: "FilterError", backend: fixtureBackend, keys: []string{"/", "type:GatewayTimeout attempt>="}, waitFor: "attempt>=N"},

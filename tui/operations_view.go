@@ -19,6 +19,10 @@ import (
 // maxOpIDWidth bounds how wide the ID column grows for long ids.
 const maxOpIDWidth = 14
 
+// nodeColumn is the node that runs each operation, shown where nodes share
+// a store; it goes first on a narrow terminal.
+var nodeColumn = column{title: "NODE", min: 6, grow: 1, drop: 6}
+
 // opColumns keep the progress and the times on a narrow terminal; who, what
 // and the finer counts come back as it widens (the full record has them all).
 var opColumns = []column{
@@ -320,13 +324,23 @@ func (c operationsScreen) View(m Model, h int) string {
 	// The id is what wf ops takes: its column is as wide as the longest
 	// (ids of a database several nodes share run to many digits).
 	cols := slices.Clone(opColumns)
+	nodes := false // NODE only where nodes share a store
 	for i := range set.Len() {
-		cols[0].min = max(cols[0].min, min(len(set.At(i).GetId()), maxOpIDWidth))
+		op := set.At(i)
+		cols[0].min = max(cols[0].min, min(len(op.GetId()), maxOpIDWidth))
+		nodes = nodes || op.GetNode() != ""
+	}
+	if nodes {
+		cols = slices.Insert(cols, 2, nodeColumn)
 	}
 	shown, widths := layout(cols, m.width)
 	lines := []string{renderHeader(st, cols, shown, widths)}
 	for i, op := range set.Window(c.offset, h-1) {
-		lines = append(lines, renderRow(st, m.opCells(op), shown, widths, c.offset+i == c.cursor))
+		cells := m.opCells(op)
+		if nodes {
+			cells = slices.Insert(cells, 2, cell{text: op.GetNode(), style: &st.Muted})
+		}
+		lines = append(lines, renderRow(st, cells, shown, widths, c.offset+i == c.cursor))
 	}
 	return strings.Join(lines, "\n")
 }

@@ -409,11 +409,20 @@ func (r *sharedRuntime) refresher() {
 		case <-r.stopCh:
 			return
 		}
-		if err := r.refresh(true); err != nil && !errors.Is(err, ErrClosed) {
+		// One look at the nodes alive serves the books (whose pollers to
+		// merge) and the orphaned operations.
+		alive, aliveErr := r.aliveNodes()
+		err := aliveErr
+		if err == nil {
+			err = r.refreshAs(true, alive)
+		}
+		if err != nil && !errors.Is(err, ErrClosed) {
 			r.e.opts.Logger.Warn("reading the activity counts and task queues", "err", err)
 		}
-		if err := r.adoptOrphans(); err != nil && !errors.Is(err, ErrClosed) {
-			r.e.opts.Logger.Warn("looking for redrive operations of nodes that are gone", "err", err)
+		if aliveErr == nil {
+			if err := r.adoptOrphans(alive); err != nil && !errors.Is(err, ErrClosed) {
+				r.e.opts.Logger.Warn("looking for redrive operations of nodes that are gone", "err", err)
+			}
 		}
 		if err := r.sharePollers(); err != nil && !errors.Is(err, ErrClosed) {
 			r.e.opts.Logger.Warn("sharing the workers polling this node", "err", err)
@@ -427,6 +436,19 @@ func (r *sharedRuntime) refresher() {
 // the counts), the workflow tasks waiting (up to booksWorkflowTasks), and
 // the attempts running per worker.
 func (r *sharedRuntime) refresh(books bool) error {
+	var alive map[string]bool
+	if books {
+		var err error
+		if alive, err = r.aliveNodes(); err != nil {
+			return err
+		}
+	}
+	return r.refreshAs(books, alive)
+}
+
+// refreshAs is refresh with the nodes alive already read (only the books
+// need them: the pollers of the other live nodes are merged in).
+func (r *sharedRuntime) refreshAs(books bool, alive map[string]bool) error {
 	r.refreshing.Lock()
 	defer r.refreshing.Unlock()
 	e := r.e
@@ -439,16 +461,10 @@ func (r *sharedRuntime) refresh(books bool) error {
 	counts := map[stateKey]int{}
 	var bs map[string]*queueBook
 	var others []PollerState
-	var alive []string
-	if books {
-		nodes, err := r.aliveNodes()
-		if err != nil {
-			return err
-		}
-		for name := range nodes {
-			if name != r.store.Node() {
-				alive = append(alive, name)
-			}
+	var otherNodes []string
+	for name := range alive {
+		if name != r.store.Node() {
+			otherNodes = append(otherNodes, name)
 		}
 	}
 	err := e.store.View(func(tx Tx) error {
@@ -506,7 +522,7 @@ func (r *sharedRuntime) refresh(books bool) error {
 		if err != nil {
 			return err
 		}
-		others, err = sharedTx(tx).Pollers(alive)
+		others, err = sharedTx(tx).Pollers(otherNodes)
 		return err
 	})
 	if err != nil {
@@ -652,14 +668,10 @@ func (r *sharedRuntime) takeOver(seq int64) (taken *durablev1.OperationRecord, f
 // yet: the record says which node runs an operation. The operation records
 // are read only when the nodes alive differ from the last look: a node that
 // dies is seen dead once, nodeAliveWithin after its last heartbeat.
-func (r *sharedRuntime) adoptOrphans() error {
+func (r *sharedRuntime) adoptOrphans(alive map[string]bool) error {
 	e := r.e
 	if err := e.gate.err(); err != nil {
 		return nil // writes are refused: the look waits for them
-	}
-	alive, err := r.aliveNodes()
-	if err != nil {
-		return err
 	}
 	if r.lookedAlive != nil && maps.Equal(alive, r.lookedAlive) {
 		return nil
@@ -669,7 +681,7 @@ func (r *sharedRuntime) adoptOrphans() error {
 	running := maps.Clone(e.ops)
 	e.mu.Unlock()
 	var orphans []int64
-	err = r.store.View(func(tx Tx) error {
+	err := r.store.View(func(tx Tx) error {
 		orphans = orphans[:0]
 		_, err := tx.Operations(nil, func(rec *durablev1.OperationRecord) bool {
 			owner := rec.GetNode()
